@@ -1,0 +1,619 @@
+//! # coolplane-controller
+//!
+//! The supervisory controller as a sans-IO state machine: a process image of measurements (each
+//! with its timestamp and quality) and the time go in, [`Actions`] come out. The same code runs
+//! against the simulated plant in-process and, through the adapters, against real devices.
+//!
+//! Each [`Controller::tick`]:
+//! 1. judges every input's freshness (staleness is data, never a hidden timeout);
+//! 2. runs the policy when its slow loop is due (in `auto` mode);
+//! 3. arbitrates, each stage only narrowing what the earlier allowed: safety envelope (equipment
+//!    limits, thermal guard, stale-data fallback to design setpoints) → operator hold (`manual`)
+//!    → policy → defaults;
+//! 4. rate-limits setpoint moves, writes a setpoint only when it differs from the value the device
+//!    reads back by more than a deadband (EEPROM wear), and refreshes every device's heartbeat;
+//! 5. explains every change of mode and every safety intervention as an event.
+//!
+//! Power limits are fail-closed: when GPU telemetry is stale no limit is ever raised.
+//!
+//! Architecture invariants: no IO, no wall clock, no global random number generator.
+
+use coolplane_core::signals::{Actions, CduCommand, FacilityCommand, Measurements, RackPowerLimits};
+use coolplane_core::site::Site;
+use coolplane_core::topology::Topology;
+use coolplane_policies::{Decision, PlantLimits, Policy, PolicyInput, Setpoints};
+use serde::{Deserialize, Serialize};
+
+/// Tuning of the controller's own safety behaviour.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ControllerConfig {
+    /// A reading older than this is stale, s.
+    pub stale_after_s: f64,
+    /// Thermal guard: act when a rack's hottest GPU is within this margin of slowdown, K.
+    pub guard_margin_k: f64,
+    /// Largest CDU supply setpoint move, K per minute.
+    pub supply_rate_k_per_min: f64,
+    /// Largest flow setpoint decrease per minute, fraction of design flow (increases are not limited).
+    pub flow_down_rate_frac_per_min: f64,
+    /// Largest facility supply setpoint move, K per minute.
+    pub facility_rate_k_per_min: f64,
+    /// Temperature setpoints are written when they differ from the read-back value by more, K.
+    pub deadband_k: f64,
+    /// Flow setpoints are written when they differ from the read-back value by more, L/min.
+    pub deadband_lpm: f64,
+    /// Period of the slow (cooling setpoint) loop, s.
+    pub slow_period_s: f64,
+}
+
+impl Default for ControllerConfig {
+    fn default() -> Self {
+        Self {
+            stale_after_s: 180.0,
+            guard_margin_k: 4.0,
+            supply_rate_k_per_min: 1.0,
+            flow_down_rate_frac_per_min: 0.1,
+            facility_rate_k_per_min: 1.0,
+            deadband_k: 0.06,
+            deadband_lpm: 1.0,
+            slow_period_s: 60.0,
+        }
+    }
+}
+
+/// Operating mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mode {
+    /// The policy proposes; the safety envelope narrows.
+    Auto,
+    /// The operator holds the setpoints; the safety envelope still acts.
+    Manual,
+    /// Design setpoints everywhere (entered automatically when the process image is stale).
+    Safe,
+}
+
+/// Severity of an event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Severity {
+    /// Informational.
+    Info,
+    /// Needs attention.
+    Warning,
+    /// Safety action taken.
+    Critical,
+}
+
+/// Something the controller did and why.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ControllerEvent {
+    /// When, s.
+    pub t_s: f64,
+    /// How serious.
+    pub severity: Severity,
+    /// Explanation for operators.
+    pub message: String,
+}
+
+/// The supervisory controller.
+pub struct Controller {
+    cfg: ControllerConfig,
+    limits: PlantLimits,
+    topo: Topology,
+    policy: Box<dyn Policy>,
+    mode: Mode,
+    requested_mode: Mode,
+    proposal: Setpoints,
+    commanded: Setpoints,
+    last_tick_s: Option<f64>,
+    last_slow_s: Option<f64>,
+    cdu_stale: Vec<bool>,
+    cdu_guard: Vec<bool>,
+    events: Vec<ControllerEvent>,
+    last_reasons: Vec<String>,
+    writes: u64,
+}
+
+impl Controller {
+    /// A controller for a validated site running `policy`.
+    pub fn new(site: &Site, policy: Box<dyn Policy>, cfg: ControllerConfig) -> Self {
+        let topo = Topology::new(site);
+        let limits = PlantLimits::from_site(site, &topo);
+        let design = limits.design_setpoints();
+        Self {
+            cfg,
+            cdu_stale: vec![false; topo.cdus.len()],
+            cdu_guard: vec![false; topo.cdus.len()],
+            topo,
+            policy,
+            mode: Mode::Auto,
+            requested_mode: Mode::Auto,
+            proposal: design.clone(),
+            commanded: design,
+            limits,
+            last_tick_s: None,
+            last_slow_s: None,
+            events: Vec::new(),
+            last_reasons: Vec::new(),
+            writes: 0,
+        }
+    }
+
+    /// Name of the policy in use.
+    pub fn policy_name(&self) -> &'static str {
+        self.policy.name()
+    }
+
+    /// Current mode.
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    /// Operator request: `Auto` or `Manual` (holding the setpoints commanded now). `Safe` forces
+    /// design setpoints until another mode is requested.
+    pub fn set_mode(&mut self, mode: Mode, now_s: f64) {
+        if mode != self.requested_mode {
+            self.requested_mode = mode;
+            self.event(now_s, Severity::Info, format!("operator requested mode {mode:?}"));
+        }
+    }
+
+    /// Setpoints commanded now.
+    pub fn setpoints(&self) -> &Setpoints {
+        &self.commanded
+    }
+
+    /// Nameplate limits in use.
+    pub fn limits(&self) -> &PlantLimits {
+        &self.limits
+    }
+
+    /// Setpoint writes issued so far.
+    pub fn writes(&self) -> u64 {
+        self.writes
+    }
+
+    /// The policy's reasons from its last run.
+    pub fn last_reasons(&self) -> &[String] {
+        &self.last_reasons
+    }
+
+    /// Take the events raised since the last call.
+    pub fn drain_events(&mut self) -> Vec<ControllerEvent> {
+        std::mem::take(&mut self.events)
+    }
+
+    fn event(&mut self, t_s: f64, severity: Severity, message: String) {
+        // Bounded: an operator reads events, a flood helps nobody.
+        if self.events.len() < 10_000 {
+            self.events.push(ControllerEvent { t_s, severity, message });
+        }
+    }
+
+    /// One control tick at time `now_s` on the latest process image.
+    pub fn tick(&mut self, now_s: f64, image: &Measurements) -> Actions {
+        let dt = self
+            .last_tick_s
+            .map(|t| (now_s - t).max(0.0))
+            .unwrap_or(self.cfg.slow_period_s);
+        self.last_tick_s = Some(now_s);
+        let stale_after = self.cfg.stale_after_s;
+        let n_cdu = self.topo.cdus.len();
+        let n_hall = self.topo.halls.len();
+        if image.cdus.len() != n_cdu || image.facilities.len() != n_hall || image.racks.len() != self.topo.racks.len() {
+            // A process image of the wrong shape is a wiring error: hold everything safe.
+            self.event(
+                now_s,
+                Severity::Critical,
+                "process image does not match the site topology: safe setpoints".into(),
+            );
+            return self.safe_actions();
+        }
+
+        // 1. Freshness.
+        let gpu_fresh = now_s - image.gpus.t_s <= stale_after && !image.gpus.temp_c.is_empty();
+        let mut any_stale = !gpu_fresh;
+        for c in 0..n_cdu {
+            let m = &image.cdus[c];
+            let racks_ok = self.topo.cdus[c]
+                .racks
+                .clone()
+                .all(|r| image.racks[r].gpu_temp_max_c.usable(now_s, stale_after));
+            let stale =
+                !(m.supply_temp_c.usable(now_s, stale_after) && m.flow_lpm.usable(now_s, stale_after) && racks_ok);
+            if stale != self.cdu_stale[c] {
+                let msg = if stale {
+                    format!(
+                        "{}: measurements stale or bad: falling back to design setpoints",
+                        self.topo.cdus[c].name
+                    )
+                } else {
+                    format!("{}: measurements fresh again: resuming", self.topo.cdus[c].name)
+                };
+                self.event(now_s, if stale { Severity::Warning } else { Severity::Info }, msg);
+            }
+            self.cdu_stale[c] = stale;
+            any_stale |= stale;
+        }
+        let all_stale = !gpu_fresh || self.cdu_stale.iter().all(|s| *s);
+        let new_mode = if self.requested_mode == Mode::Safe || all_stale {
+            Mode::Safe
+        } else {
+            self.requested_mode
+        };
+        if new_mode != self.mode {
+            self.event(
+                now_s,
+                Severity::Warning,
+                format!(
+                    "mode {:?} → {:?}{}",
+                    self.mode,
+                    new_mode,
+                    if all_stale { " (process image stale)" } else { "" }
+                ),
+            );
+            self.mode = new_mode;
+        }
+
+        // 2. Policy on the slow loop.
+        let mut decision: Option<Decision> = None;
+        let slow_due = self
+            .last_slow_s
+            .is_none_or(|t| now_s - t >= self.cfg.slow_period_s - 1e-6);
+        if slow_due {
+            self.last_slow_s = Some(now_s);
+            match self.mode {
+                Mode::Auto => {
+                    let d = self.policy.decide(&PolicyInput {
+                        now_s,
+                        image,
+                        limits: &self.limits,
+                        topology: &self.topo,
+                        current: &self.commanded,
+                    });
+                    if d.setpoints.cdus.len() == n_cdu && d.setpoints.facilities.len() == n_hall {
+                        self.proposal = d.setpoints.clone();
+                    } else {
+                        self.event(
+                            now_s,
+                            Severity::Critical,
+                            format!(
+                                "policy {} proposed setpoints of the wrong shape: ignored",
+                                self.policy.name()
+                            ),
+                        );
+                    }
+                    self.last_reasons = d.reasons.clone();
+                    decision = Some(d);
+                }
+                Mode::Manual => self.proposal = self.commanded.clone(),
+                Mode::Safe => self.proposal = self.limits.design_setpoints(),
+            }
+        }
+
+        // 3. Arbitration and safety envelope, per CDU.
+        let design = self.limits.design_setpoints();
+        let mut actions = Actions {
+            cdus: Vec::with_capacity(n_cdu),
+            facilities: Vec::with_capacity(n_hall),
+            ..Default::default()
+        };
+        let minutes = dt / 60.0;
+        for c in 0..n_cdu {
+            let l = self.limits.cdus[c];
+            let mut target = if self.cdu_stale[c] || self.mode == Mode::Safe {
+                design.cdus[c]
+            } else {
+                self.proposal.cdus[c]
+            };
+            // Thermal guard: a GPU near slowdown overrides any policy.
+            let hottest = self.topo.cdus[c]
+                .racks
+                .clone()
+                .filter_map(|r| {
+                    let x = image.racks[r].gpu_temp_max_c;
+                    x.usable(now_s, stale_after).then_some(x.value)
+                })
+                .fold(f64::NEG_INFINITY, f64::max);
+            let guard = hottest >= self.limits.gpu_slowdown_c - self.cfg.guard_margin_k;
+            if guard {
+                target.supply_c = target
+                    .supply_c
+                    .min(self.commanded.cdus[c].supply_c - self.cfg.supply_rate_k_per_min * minutes);
+                target.flow_lpm = l.flow_max_lpm;
+                self.proposal.cdus[c].supply_c = self.proposal.cdus[c].supply_c.min(target.supply_c);
+                self.proposal.cdus[c].flow_lpm = l.flow_max_lpm;
+            }
+            if guard != self.cdu_guard[c] {
+                let msg = if guard {
+                    format!(
+                        "{}: hottest GPU {hottest:.0} °C within {} K of slowdown: colder supply, full flow",
+                        self.topo.cdus[c].name, self.cfg.guard_margin_k
+                    )
+                } else {
+                    format!("{}: thermal guard released", self.topo.cdus[c].name)
+                };
+                self.event(now_s, if guard { Severity::Critical } else { Severity::Info }, msg);
+                self.cdu_guard[c] = guard;
+            }
+            // Equipment limits, then rate limits from what is commanded now.
+            let cur = self.commanded.cdus[c];
+            let mut s = target.supply_c.clamp(l.supply_min_c, l.supply_max_c);
+            let max_step = self.cfg.supply_rate_k_per_min * minutes.max(1e-9);
+            s = s.clamp(cur.supply_c - max_step, cur.supply_c + max_step);
+            let mut f = target.flow_lpm.clamp(l.flow_min_lpm, l.flow_max_lpm);
+            f = f.max(cur.flow_lpm - self.cfg.flow_down_rate_frac_per_min * l.flow_design_lpm * minutes);
+            let s = (s * 10.0).round() / 10.0;
+            let f = f.round();
+            self.commanded.cdus[c] = coolplane_policies::CduSetpoint {
+                supply_c: s,
+                flow_lpm: f,
+            };
+            // Write on change against the value read back from the device.
+            let m = &image.cdus[c];
+            let rb_s = if m.supply_setpoint_c.usable(now_s, stale_after) {
+                m.supply_setpoint_c.value
+            } else {
+                f64::NAN
+            };
+            let rb_f = if m.flow_setpoint_lpm.usable(now_s, stale_after) {
+                m.flow_setpoint_lpm.value
+            } else {
+                f64::NAN
+            };
+            let write_s = needs_write(s, rb_s, self.cfg.deadband_k);
+            let write_f = needs_write(f, rb_f, self.cfg.deadband_lpm);
+            self.writes += write_s as u64 + write_f as u64;
+            actions.cdus.push(CduCommand {
+                supply_temp_setpoint_c: write_s.then_some(s),
+                flow_setpoint_lpm: write_f.then_some(f),
+                heartbeat: true,
+            });
+        }
+        for h in 0..n_hall {
+            let l = self.limits.facilities[h];
+            let m = &image.facilities[h];
+            let hall_stale = !m.supply_temp_c.usable(now_s, stale_after)
+                || self.topo.halls[h].cdus.clone().any(|c| self.cdu_stale[c]);
+            let mut target = if hall_stale || self.mode == Mode::Safe {
+                design.facilities[h]
+            } else {
+                self.proposal.facilities[h]
+            };
+            // The facility water must stay below the coldest commanded CDU supply minus an approach.
+            let coldest = self.topo.halls[h]
+                .cdus
+                .clone()
+                .map(|c| self.commanded.cdus[c].supply_c)
+                .fold(f64::INFINITY, f64::min);
+            target = target.min(coldest - 2.0);
+            let cur = self.commanded.facilities[h];
+            let step = self.cfg.facility_rate_k_per_min * minutes.max(1e-9);
+            let s = target
+                .clamp(l.supply_min_c, l.supply_max_c)
+                .clamp(cur - step, cur + step);
+            let s = (s * 10.0).round() / 10.0;
+            self.commanded.facilities[h] = s;
+            let rb = if m.supply_setpoint_c.usable(now_s, stale_after) {
+                m.supply_setpoint_c.value
+            } else {
+                f64::NAN
+            };
+            let write = needs_write(s, rb, self.cfg.deadband_k);
+            self.writes += write as u64;
+            actions.facilities.push(FacilityCommand {
+                supply_temp_setpoint_c: write.then_some(s),
+                heartbeat: true,
+            });
+        }
+
+        // 4. Power limits: clamp to the device range; fail closed (never raise) on stale telemetry.
+        if let Some(d) = decision {
+            for pl in d.power_limits {
+                let Some(rack) = self.topo.racks.get(pl.rack as usize) else {
+                    continue;
+                };
+                let mut limits_w = pl.limits_w.clone();
+                limits_w.truncate(rack.gpus.len());
+                for (i, w) in limits_w.iter_mut().enumerate() {
+                    let g = rack.gpus.start + i;
+                    let now_limit = image
+                        .gpus
+                        .power_limit_w
+                        .get(g)
+                        .copied()
+                        .unwrap_or(self.limits.gpu_min_cap_w as f32);
+                    let mut x = w.clamp(self.limits.gpu_min_cap_w as f32, self.limits.gpu_tdp_w as f32);
+                    if any_stale && x > now_limit {
+                        x = now_limit;
+                    }
+                    *w = x;
+                }
+                actions.power_limits.push(RackPowerLimits {
+                    rack: pl.rack,
+                    limits_w,
+                });
+            }
+            actions.placement = d.placement;
+        }
+        actions
+    }
+
+    fn safe_actions(&mut self) -> Actions {
+        let design = self.limits.design_setpoints();
+        self.mode = Mode::Safe;
+        Actions {
+            cdus: design
+                .cdus
+                .iter()
+                .map(|c| CduCommand {
+                    supply_temp_setpoint_c: Some(c.supply_c),
+                    flow_setpoint_lpm: Some(c.flow_lpm),
+                    heartbeat: true,
+                })
+                .collect(),
+            facilities: design
+                .facilities
+                .iter()
+                .map(|f| FacilityCommand {
+                    supply_temp_setpoint_c: Some(*f),
+                    heartbeat: true,
+                })
+                .collect(),
+            ..Default::default()
+        }
+    }
+}
+
+/// A setpoint is written when the device's read-back value is unknown (NaN) or differs from the
+/// wanted value by more than the deadband.
+fn needs_write(wanted: f64, read_back: f64, deadband: f64) -> bool {
+    match (wanted - read_back).abs().partial_cmp(&deadband) {
+        Some(std::cmp::Ordering::Greater) | None => true,
+        Some(_) => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use coolplane_core::signals::{
+        CduMeasurement, FacilityMeasurement, GpuTelemetry, Quality, RackMeasurement, Reading,
+    };
+    use coolplane_core::site::builtin_site;
+    use coolplane_policies::TrimRespond;
+
+    fn image(topo: &Topology, t: f64, gpu_max: f64) -> Measurements {
+        let g = |v| Reading::good(v, t);
+        Measurements {
+            t_s: t,
+            cdus: vec![
+                CduMeasurement {
+                    supply_temp_c: g(40.0),
+                    flow_lpm: g(2160.0),
+                    valve_pct: g(50.0),
+                    supply_setpoint_c: g(40.0),
+                    flow_setpoint_lpm: g(2160.0),
+                    ..Default::default()
+                };
+                topo.cdus.len()
+            ],
+            facilities: vec![
+                FacilityMeasurement {
+                    supply_temp_c: g(34.0),
+                    supply_setpoint_c: g(34.0),
+                    ..Default::default()
+                };
+                topo.halls.len()
+            ],
+            racks: vec![
+                RackMeasurement {
+                    gpu_temp_max_c: g(gpu_max),
+                    ..Default::default()
+                };
+                topo.racks.len()
+            ],
+            gpus: GpuTelemetry {
+                t_s: t,
+                temp_c: vec![gpu_max as f32; topo.gpu_count],
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    fn ctl(policy: &str) -> (Controller, Topology) {
+        let site = builtin_site("hall-10k").unwrap();
+        let topo = Topology::new(&site);
+        (
+            Controller::new(
+                &site,
+                coolplane_policies::by_name(policy).unwrap(),
+                ControllerConfig::default(),
+            ),
+            topo,
+        )
+    }
+
+    #[test]
+    fn writes_only_on_change_and_always_heartbeats() {
+        let (mut c, topo) = ctl("vendor-default");
+        let a = c.tick(0.0, &image(&topo, 0.0, 70.0));
+        assert_eq!(
+            a.setpoint_writes(),
+            0,
+            "design setpoints already in force: nothing to write"
+        );
+        assert!(a.cdus.iter().all(|x| x.heartbeat) && a.facilities.iter().all(|x| x.heartbeat));
+        assert_eq!(a.cdus.len(), 12);
+    }
+
+    #[test]
+    fn stale_cdu_falls_back_to_design_and_says_so() {
+        let site = builtin_site("hall-10k").unwrap();
+        let topo = Topology::new(&site);
+        let mut c = Controller::new(&site, Box::new(TrimRespond::default()), ControllerConfig::default());
+        // Let trim-respond raise the setpoints for a while.
+        for k in 0..20 {
+            let t = k as f64 * 60.0;
+            let mut img = image(&topo, t, 70.0);
+            for (i, m) in img.cdus.iter_mut().enumerate() {
+                m.supply_setpoint_c = Reading::good(c.setpoints().cdus[i].supply_c, t);
+                m.flow_setpoint_lpm = Reading::good(c.setpoints().cdus[i].flow_lpm, t);
+            }
+            c.tick(t, &img);
+        }
+        assert!(c.setpoints().cdus[3].supply_c > 41.0, "{:?}", c.setpoints().cdus[3]);
+        c.drain_events();
+        // CDU 3 stops answering: its readings go bad.
+        let t = 20.0 * 60.0;
+        let mut img = image(&topo, t, 70.0);
+        img.cdus[3].supply_temp_c.quality = Quality::Bad;
+        let before = c.setpoints().cdus[3].supply_c;
+        c.tick(t, &img);
+        let after = c.setpoints().cdus[3].supply_c;
+        assert!(after < before, "moves towards design: {before} → {after}");
+        assert!((before - after - 1.0).abs() < 0.11, "rate-limited to 1 K/min");
+        let ev = c.drain_events();
+        assert!(
+            ev.iter()
+                .any(|e| e.message.contains("cdu-04") && e.message.contains("stale")),
+            "{ev:?}"
+        );
+        // Others keep their policy setpoints.
+        assert!(c.setpoints().cdus[2].supply_c > 41.0);
+    }
+
+    #[test]
+    fn all_stale_enters_safe_mode() {
+        let (mut c, topo) = ctl("trim-respond");
+        let mut img = image(&topo, 0.0, 70.0);
+        img.gpus.t_s = -1000.0;
+        c.tick(0.0, &img);
+        assert_eq!(c.mode(), Mode::Safe);
+        let img = image(&topo, 60.0, 70.0);
+        c.tick(60.0, &img);
+        assert_eq!(c.mode(), Mode::Auto);
+    }
+
+    #[test]
+    fn thermal_guard_overrides_policy() {
+        let (mut c, topo) = ctl("vendor-default");
+        let mut img = image(&topo, 0.0, 70.0);
+        img.racks[0].gpu_temp_max_c = Reading::good(86.0, 0.0);
+        let a = c.tick(0.0, &img);
+        assert_eq!(a.cdus[0].supply_temp_setpoint_c, Some(39.0));
+        assert_eq!(a.cdus[0].flow_setpoint_lpm, Some(2376.0));
+        assert_eq!(a.cdus[1].supply_temp_setpoint_c, None);
+        assert!(c.drain_events().iter().any(|e| e.severity == Severity::Critical));
+    }
+
+    #[test]
+    fn wrong_shape_image_is_safe_not_a_panic() {
+        let (mut c, _topo) = ctl("trim-respond");
+        let a = c.tick(0.0, &Measurements::default());
+        assert_eq!(c.mode(), Mode::Safe);
+        assert_eq!(a.cdus.len(), 12);
+    }
+}

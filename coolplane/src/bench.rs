@@ -1,0 +1,132 @@
+//! `coolplane bench`: the simulated plant's speed and memory figures (see BENCHMARKS.md).
+
+use anyhow::Result;
+use clap::Args;
+use coolplane_core::signals::{Actions, CduCommand, FacilityCommand};
+use coolplane_core::site::builtin_site;
+use coolplane_core::weather::{SyntheticClimate, WeatherSeries};
+use coolplane_sim_plant::cluster::Cluster;
+use coolplane_sim_plant::workload::{SyntheticWorkload, WorkloadModel};
+use coolplane_sim_plant::Plant;
+use std::time::Instant;
+
+/// Options of the benchmarks.
+#[derive(Args)]
+pub struct BenchArgs {
+    /// Simulated days of hall-10k to step (365 = the annual study).
+    #[arg(long, default_value_t = 365.0)]
+    days: f64,
+    /// Step, s.
+    #[arg(long, default_value_t = 60.0)]
+    step: f64,
+    /// Steps of campus-100k to time.
+    #[arg(long, default_value_t = 200)]
+    campus_steps: u32,
+    /// Skip the long hall-10k run.
+    #[arg(long)]
+    skip_year: bool,
+}
+
+fn rss_kib() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = s.lines().find(|l| l.starts_with("VmRSS:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+fn heartbeat(plant: &Plant) -> Actions {
+    let t = plant.topology();
+    Actions {
+        cdus: vec![
+            CduCommand {
+                heartbeat: true,
+                ..Default::default()
+            };
+            t.cdus.len()
+        ],
+        facilities: vec![
+            FacilityCommand {
+                heartbeat: true,
+                ..Default::default()
+            };
+            t.halls.len()
+        ],
+        ..Default::default()
+    }
+}
+
+/// Step a site for `steps` steps of `dt` with the synthetic workload, weather and scheduler.
+/// Returns (wall seconds of the stepping loop, plant).
+fn step_site(name: &str, steps: u64, dt: f64, seed: u64) -> Result<(f64, Plant)> {
+    let site = builtin_site(name)?;
+    let mut plant = Plant::new(&site, seed)?;
+    let gpus = plant.topology().gpu_count as u32;
+    let horizon = steps as f64 * dt + dt;
+    let workload = WorkloadModel::synthetic(&SyntheticWorkload::default(), gpus, horizon, seed);
+    let weather = WeatherSeries::synthetic(&SyntheticClimate::default(), seed);
+    let mut cluster = Cluster::new(&plant);
+    let actions = heartbeat(&plant);
+    let t0 = Instant::now();
+    for k in 0..steps {
+        let t = k as f64 * dt;
+        cluster.advance(t, &workload, &mut plant, None);
+        plant.step(dt, &weather.sample(t), &actions);
+    }
+    Ok((t0.elapsed().as_secs_f64(), plant))
+}
+
+pub fn run(a: &BenchArgs) -> Result<()> {
+    println!(
+        "coolplane {} bench (one thread; release build)",
+        env!("CARGO_PKG_VERSION")
+    );
+    if !a.skip_year {
+        let steps = (a.days * 86_400.0 / a.step).round() as u64;
+        let (secs, plant) = step_site("hall-10k", steps, a.step, 1)?;
+        let k = plant.kpis();
+        let _ = k;
+        println!(
+            "hall-10k: {steps} steps of {} s ({:.1} simulated days, {} GPUs, synthetic weather + workload + scheduler): {:.2} s wall, {:.1} µs/step, {:.2} ns per GPU-step, {:.0}× real time",
+            a.step,
+            a.days,
+            plant.topology().gpu_count,
+            secs,
+            secs / steps as f64 * 1e6,
+            secs / steps as f64 / plant.topology().gpu_count as f64 * 1e9,
+            steps as f64 * a.step / secs
+        );
+    }
+    let rss0 = rss_kib();
+    let site = builtin_site("campus-100k")?;
+    let plant = Plant::new(&site, 1)?;
+    let rss1 = rss_kib();
+    let gpus = plant.topology().gpu_count;
+    let state_bytes = plant.per_gpu_state_bytes();
+    drop(plant);
+    // Warm the campus up for an hour of simulated time, then time steps.
+    let warm = (3600.0 / a.step) as u64;
+    let (_, _) = step_site("campus-100k", 1, a.step, 1)?;
+    let total = warm + a.campus_steps as u64;
+    let t0 = Instant::now();
+    let (secs_all, plant) = step_site("campus-100k", total, a.step, 1)?;
+    let _ = t0;
+    // step_site times the whole loop; time the last campus_steps separately by a second run's difference.
+    let (secs_warm, _) = step_site("campus-100k", warm, a.step, 1)?;
+    let per_step = (secs_all - secs_warm).max(0.0) / a.campus_steps as f64;
+    println!(
+        "campus-100k: {gpus} GPUs, {} racks, {} CDUs: {:.3} ms per {} s step (mean of {} steps after 1 h warm-up)",
+        plant.topology().racks.len(),
+        plant.topology().cdus.len(),
+        per_step * 1e3,
+        a.step,
+        a.campus_steps
+    );
+    println!("memory: per-GPU plant state and telemetry {state_bytes} bytes/GPU (array element sizes)");
+    if let (Some(r0), Some(r1)) = (rss0, rss1) {
+        println!(
+            "memory: resident set grew by {} KiB building campus-100k = {:.0} bytes/GPU (whole plant incl. racks, CDUs, buffers)",
+            r1.saturating_sub(r0),
+            (r1.saturating_sub(r0) * 1024) as f64 / gpus as f64
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,396 @@
+//! # coolplane
+//!
+//! The command-line entry point: scenario runs and comparisons on the simulated plant, site-file
+//! checks, the performance-curve fit and benchmarks. This binary is the only place that knows the
+//! command line, reads configuration files for the user and prints reports.
+
+mod bench;
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Parser, Subcommand};
+use coolplane_core::site::{builtin_site_toml, Site, BUILTIN_SITES};
+use coolplane_scenario::plot::{write_plots, PlotMeta};
+use coolplane_scenario::report::{compare_table, table};
+use coolplane_scenario::spec::{ScenarioSpec, WeatherSpec};
+use coolplane_scenario::{run, Progress, RunOptions, RunResult};
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+
+#[derive(Parser)]
+#[command(
+    name = "coolplane",
+    version,
+    about = "Energy and liquid-cooling control plane for GPU clusters, with a simulated plant"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run scenarios on the simulated plant and report the KPIs it computes.
+    Scenario {
+        #[command(subcommand)]
+        command: ScenarioCommand,
+    },
+    /// Show or check site descriptions.
+    Site {
+        #[command(subcommand)]
+        command: SiteCommand,
+    },
+    /// Fit the performance-vs-power-cap exponent α from the Zeus power-limit sweeps.
+    FitPerf {
+        /// Directory holding summary_power_a40.csv and summary_power_v100.csv.
+        #[arg(long, default_value = "../shared/data")]
+        data: PathBuf,
+    },
+    /// Benchmarks of the simulated plant (figures for BENCHMARKS.md).
+    Bench(bench::BenchArgs),
+}
+
+#[derive(Subcommand)]
+enum ScenarioCommand {
+    /// Run one scenario with one policy.
+    Run {
+        #[command(flatten)]
+        common: ScenarioArgs,
+        /// Control policy (vendor-default, trim-respond).
+        #[arg(long, default_value = "trim-respond")]
+        policy: String,
+    },
+    /// Run several policies on the same scenario and print them side by side.
+    Compare {
+        #[command(flatten)]
+        common: ScenarioArgs,
+        /// Comma-separated policies; ratios are to the first.
+        #[arg(long, default_value = "vendor-default,trim-respond", value_delimiter = ',')]
+        policies: Vec<String>,
+    },
+    /// List the scenario files shipped with the project.
+    List,
+}
+
+#[derive(Args, Clone)]
+struct ScenarioArgs {
+    /// Scenario file (TOML); the options below override its fields.
+    #[arg(long)]
+    scenario: Option<PathBuf>,
+    /// Built-in site (hall-10k, supernode-640, campus-100k) or a site file.
+    #[arg(long)]
+    site: Option<String>,
+    /// `synthetic` or an EnergyPlus .epw file.
+    #[arg(long)]
+    weather: Option<String>,
+    /// peak-heat-week, typical-week, cold-week or year.
+    #[arg(long)]
+    period: Option<String>,
+    /// Seed of every random effect.
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Simulation step, s.
+    #[arg(long)]
+    step: Option<f64>,
+    /// Warm-up before scoring, h.
+    #[arg(long)]
+    warmup_h: Option<f64>,
+    /// Write KPIs (JSON), time series (CSV), plots (PNG) and events into this directory.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Print exactly one JSON object on stdout instead of the table.
+    #[arg(long)]
+    json: bool,
+    /// Print no progress.
+    #[arg(long)]
+    quiet: bool,
+}
+
+#[derive(Subcommand)]
+enum SiteCommand {
+    /// Print a built-in site's TOML.
+    Show {
+        /// hall-10k, supernode-640 or campus-100k.
+        name: String,
+    },
+    /// Validate a site file and print its size.
+    Check {
+        /// Path to a site TOML file, or a built-in name.
+        file: String,
+    },
+}
+
+fn main() {
+    let cli = Cli::parse();
+    if let Err(e) = dispatch(cli) {
+        eprintln!("error: {e:#}");
+        std::process::exit(2);
+    }
+}
+
+fn dispatch(cli: Cli) -> Result<()> {
+    match cli.command {
+        Command::Scenario { command } => match command {
+            ScenarioCommand::Run { common, policy } => scenario_run(&common, &[policy]),
+            ScenarioCommand::Compare { common, policies } => scenario_run(&common, &policies),
+            ScenarioCommand::List => {
+                for (name, text) in shipped_scenarios() {
+                    let spec = ScenarioSpec::from_toml_str(name, text)?;
+                    println!("scenarios/{name:<34} {}", spec.scenario.description);
+                }
+                Ok(())
+            }
+        },
+        Command::Site { command } => match command {
+            SiteCommand::Show { name } => {
+                let text = builtin_site_toml(&name).with_context(|| {
+                    format!(
+                        "unknown built-in site `{name}` (built-in: {})",
+                        BUILTIN_SITES.join(", ")
+                    )
+                })?;
+                print!("{text}");
+                Ok(())
+            }
+            SiteCommand::Check { file } => {
+                let site = match builtin_site_toml(&file) {
+                    Some(t) => Site::from_toml_str(&file, t)?,
+                    None => {
+                        let text =
+                            std::fs::read_to_string(&file).with_context(|| format!("reading site file `{file}`"))?;
+                        Site::from_toml_str(&file, &text)?
+                    }
+                };
+                println!(
+                    "{}: ok — {} halls, {} CDUs, {} racks, {} GPUs, {:.0} kW IT at TDP, budget {:.0} kW",
+                    site.site.name,
+                    site.hall_count(),
+                    site.cdu_count(),
+                    site.rack_count(),
+                    site.gpu_count(),
+                    site.design_it_kw(),
+                    site.site.power_budget_kw
+                );
+                Ok(())
+            }
+        },
+        Command::FitPerf { data } => fit_perf(&data),
+        Command::Bench(args) => bench::run(&args),
+    }
+}
+
+/// The scenario files under `scenarios/`, embedded so `scenario list` works anywhere.
+fn shipped_scenarios() -> Vec<(&'static str, &'static str)> {
+    vec![
+        (
+            "default-synthetic.toml",
+            include_str!("../../scenarios/default-synthetic.toml"),
+        ),
+        (
+            "beijing-typical-week.toml",
+            include_str!("../../scenarios/beijing-typical-week.toml"),
+        ),
+        (
+            "singapore-peak-heat.toml",
+            include_str!("../../scenarios/singapore-peak-heat.toml"),
+        ),
+        ("pump-trip.toml", include_str!("../../scenarios/pump-trip.toml")),
+        (
+            "heat-wave-budget-cut.toml",
+            include_str!("../../scenarios/heat-wave-budget-cut.toml"),
+        ),
+        ("helios-trace.toml", include_str!("../../scenarios/helios-trace.toml")),
+        (
+            "supernode-tower.toml",
+            include_str!("../../scenarios/supernode-tower.toml"),
+        ),
+    ]
+}
+
+fn build_spec(a: &ScenarioArgs) -> Result<(ScenarioSpec, PathBuf)> {
+    let (mut spec, base) = match &a.scenario {
+        Some(path) => {
+            let text =
+                std::fs::read_to_string(path).with_context(|| format!("reading scenario file `{}`", path.display()))?;
+            let spec = ScenarioSpec::from_toml_str(&path.display().to_string(), &text)?;
+            (
+                spec,
+                path.parent()
+                    .map(Path::to_path_buf)
+                    .unwrap_or_else(|| PathBuf::from(".")),
+            )
+        }
+        None => (ScenarioSpec::default_for_site("hall-10k"), PathBuf::from(".")),
+    };
+    // Command-line paths are relative to the working directory, not to the scenario file.
+    let cwd = std::env::current_dir().context("reading the working directory")?;
+    let abs = |p: &str| -> String {
+        if p == "synthetic" || builtin_site_toml(p).is_some() {
+            p.to_string()
+        } else {
+            cwd.join(p).display().to_string()
+        }
+    };
+    if let Some(s) = &a.site {
+        spec.scenario.site = abs(s);
+    }
+    if let Some(w) = &a.weather {
+        spec.weather = WeatherSpec {
+            source: abs(w),
+            ..spec.weather.clone()
+        };
+    }
+    if let Some(p) = &a.period {
+        spec.weather.period = p.clone();
+        spec.weather.start_day = None;
+        spec.weather.days = None;
+    }
+    if let Some(s) = a.seed {
+        spec.scenario.seed = s;
+    }
+    if let Some(s) = a.step {
+        spec.scenario.step_s = s;
+    }
+    if let Some(h) = a.warmup_h {
+        spec.scenario.warmup_h = h;
+    }
+    spec.check()?;
+    Ok((spec, base))
+}
+
+fn scenario_run(a: &ScenarioArgs, policies: &[String]) -> Result<()> {
+    if policies.is_empty() {
+        bail!("no policy given");
+    }
+    let mut pols = Vec::new();
+    for p in policies {
+        pols.push(coolplane_policies::by_name(p.trim())?);
+    }
+    let (spec, base) = build_spec(a)?;
+    let scenario = spec.resolve(&base)?;
+    let opts = RunOptions {
+        record: a.out.is_some(),
+        ..Default::default()
+    };
+    let mut results: Vec<RunResult> = Vec::new();
+    let n = pols.len();
+    for (i, policy) in pols.into_iter().enumerate() {
+        let label = format!("{} [{}/{}]", policy.name(), i + 1, n);
+        let mut progress = progress_printer(label, a.quiet);
+        let r = run(&scenario, policy, &opts, &mut progress)?;
+        finish_progress(a.quiet);
+        results.push(r);
+    }
+    if let Some(dir) = &a.out {
+        for r in &results {
+            let d = if results.len() > 1 {
+                dir.join(&r.report.policy)
+            } else {
+                dir.clone()
+            };
+            write_outputs(&d, r, &scenario)?;
+        }
+        if !a.quiet {
+            eprintln!("wrote {}", dir.display());
+        }
+    }
+    let reports: Vec<_> = results.iter().map(|r| r.report.clone()).collect();
+    if a.json {
+        let v = if reports.len() == 1 {
+            serde_json::to_value(&reports[0])?
+        } else {
+            serde_json::json!({ "runs": reports })
+        };
+        println!("{}", serde_json::to_string(&v)?);
+    } else if reports.len() == 1 {
+        print!("{}", table(&reports[0]));
+    } else {
+        print!("{}", compare_table(&reports));
+    }
+    if reports.iter().any(|r| !r.checks.all_ok()) {
+        bail!("a self-check of the harness failed (see `checks` in the report)");
+    }
+    Ok(())
+}
+
+fn write_outputs(dir: &Path, r: &RunResult, scenario: &coolplane_scenario::Scenario) -> Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating `{}`", dir.display()))?;
+    std::fs::write(dir.join("kpis.json"), serde_json::to_string_pretty(&r.report)?).context("writing kpis.json")?;
+    std::fs::write(dir.join("series.csv"), r.series.to_csv()).context("writing series.csv")?;
+    let mut ev = String::new();
+    for e in &r.events {
+        ev.push_str(&format!("{:>10.0} s  {:?}  {}\n", e.t_s, e.severity, e.message));
+    }
+    std::fs::write(dir.join("events.log"), ev).context("writing events.log")?;
+    let meta = PlotMeta {
+        title: format!(
+            "{} · {} · {} {} · seed {}",
+            r.report.site, r.report.policy, scenario.weather_name, scenario.period_name, r.report.seed
+        ),
+    };
+    write_plots(&r.series, &meta, dir).with_context(|| format!("writing plots into `{}`", dir.display()))?;
+    Ok(())
+}
+
+fn progress_printer(label: String, quiet: bool) -> impl FnMut(Progress) {
+    let tty = std::io::stderr().is_terminal();
+    let mut last_decile = -1i64;
+    move |p: Progress| {
+        if quiet {
+            return;
+        }
+        let f = p.fraction();
+        let line = format!(
+            "{label}: {:5.1} % · simulated {:.1} of {:.1} days · {:.1} s elapsed · ETA {:.1} s",
+            f * 100.0,
+            p.done_s / 86_400.0,
+            p.total_s / 86_400.0,
+            p.elapsed.as_secs_f64(),
+            p.eta().as_secs_f64()
+        );
+        if tty {
+            eprint!("\r{line}   ");
+            let _ = std::io::stderr().flush();
+        } else {
+            let decile = (f * 10.0).floor() as i64;
+            if decile != last_decile {
+                last_decile = decile;
+                eprintln!("{line}");
+            }
+        }
+    }
+}
+
+fn finish_progress(quiet: bool) {
+    if !quiet && std::io::stderr().is_terminal() {
+        eprintln!();
+    }
+}
+
+fn fit_perf(dir: &Path) -> Result<()> {
+    use coolplane_sim_plant::perf_fit::{fit_zeus_models, DEFAULT_PERF_ALPHA};
+    let a40 = std::fs::read_to_string(dir.join("summary_power_a40.csv"))
+        .with_context(|| format!("reading {}", dir.join("summary_power_a40.csv").display()))?;
+    let v100 = std::fs::read_to_string(dir.join("summary_power_v100.csv"))
+        .with_context(|| format!("reading {}", dir.join("summary_power_v100.csv").display()))?;
+    let rep = fit_zeus_models(&[("A40", a40.as_str()), ("V100", v100.as_str())])?;
+    println!(
+        "perf = (P/P_dem)^α, least squares of ln perf on ln(P/P_dem) through the origin (Zeus power-limit sweeps)"
+    );
+    println!(
+        "{:<10} {:>7} {:>7} {:>10} {:>13} {:>12}",
+        "data", "α", "points", "RMSE perf", "RMSE ln perf", "max |err|"
+    );
+    for (tag, f) in rep
+        .per_model
+        .iter()
+        .map(|(t, f)| (t.as_str(), f))
+        .chain(std::iter::once(("combined", &rep.combined)))
+    {
+        println!(
+            "{:<10} {:>7.3} {:>7} {:>10.3} {:>13.3} {:>12.3}",
+            tag, f.alpha, f.points, f.rmse_perf, f.rmse_ln_perf, f.max_abs_err_perf
+        );
+    }
+    println!("built-in default α = {DEFAULT_PERF_ALPHA} (the combined fit, rounded); sites set it as gpu.perf_alpha");
+    Ok(())
+}

@@ -1,0 +1,928 @@
+//! Site description: site → halls → CDUs → racks → nodes → GPUs, the facility water system, heat
+//! rejection and the electrical chain, read from TOML and validated.
+//!
+//! Every field carries its unit in its name (`_c`, `_w`, `_kw`, `_lpm`, `_s`, `_pct`, `_k`).
+//! Validation errors name the offending field by its path (`halls[0].cdu.capacity_kw`) and value.
+//! Three reference sites are built in ([`builtin_site`]) and shipped as files under `sites/`.
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+/// Names of the reference sites built into the binary.
+pub const BUILTIN_SITES: [&str; 3] = ["hall-10k", "supernode-640", "campus-100k"];
+
+/// A site description could not be read or is not physically valid.
+#[derive(Debug, Error, Clone, PartialEq)]
+pub enum SiteError {
+    /// The TOML text did not parse or did not match the schema.
+    #[error("site file {source_name}: {message}")]
+    Parse {
+        /// File name or built-in name.
+        source_name: String,
+        /// What the TOML parser said (with line and column).
+        message: String,
+    },
+    /// A field holds a value outside what the physics allows.
+    #[error("site field `{field}` = {value}: {reason}")]
+    Invalid {
+        /// Path of the field, e.g. `halls[0].cdu.capacity_kw`.
+        field: String,
+        /// The offending value as written.
+        value: String,
+        /// Why it is not accepted.
+        reason: String,
+    },
+    /// No built-in site of that name.
+    #[error("unknown built-in site `{0}` (built-in sites: hall-10k, supernode-640, campus-100k; or give a path to a .toml file)")]
+    UnknownBuiltin(String),
+}
+
+/// The whole site.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Site {
+    /// Site identity and contract.
+    pub site: SiteInfo,
+    /// The accelerator model installed on this site.
+    pub gpu: GpuModel,
+    /// Cold plates on the accelerators.
+    pub cold_plate: ColdPlate,
+    /// Utility-to-rack electrical chain.
+    pub electrical: Electrical,
+    /// Measurement chain of the devices.
+    #[serde(default)]
+    pub sensors: SensorSpec,
+    /// The halls (each with its own facility water system).
+    pub halls: Vec<Hall>,
+}
+
+/// Site identity, contract and miscellaneous loads.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SiteInfo {
+    /// Short name, used in topics and reports.
+    pub name: String,
+    /// Free text.
+    #[serde(default)]
+    pub description: String,
+    /// Site power budget at the utility meter (contract or grid limit), kW.
+    pub power_budget_kw: f64,
+    /// Lighting, offices, security: constant load after the transformer, kW.
+    pub misc_load_kw: f64,
+}
+
+/// Accelerator model limits and power behaviour.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct GpuModel {
+    /// Marketing name (B200, H100, ...).
+    pub name: String,
+    /// Thermal design power, W (the default and maximum power limit).
+    pub tdp_w: f64,
+    /// Idle (static) power at 60 °C die temperature, W.
+    pub idle_w: f64,
+    /// Lowest settable power limit, W.
+    pub min_cap_w: f64,
+    /// Leakage growth of the static part, per kelvin above 60 °C (β).
+    pub leakage_per_k: f64,
+    /// Exponent α of perf = (P/P_dem)^α under a power cap (fitted from the Zeus sweeps).
+    pub perf_alpha: f64,
+    /// Maximum operating temperature, °C.
+    pub max_operating_c: f64,
+    /// Hardware slowdown temperature, °C (clocks halve at or above it).
+    pub slowdown_c: f64,
+    /// Shutdown temperature, °C (the GPU stops; its job fails).
+    pub shutdown_c: f64,
+    /// Slowdown ends this many kelvin below the slowdown temperature.
+    pub slowdown_hysteresis_k: f64,
+    /// Die thermal time constant, s.
+    pub tau_s: f64,
+}
+
+/// Cold-plate thermal resistance model `R(ṁ) = R_cond,i + R_conv,ref·(ṁ_ref/ṁ)^n + 1/(2·ṁ·c_p)`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ColdPlate {
+    /// Mean conduction + interface resistance, K/W.
+    pub r_cond_k_per_w: f64,
+    /// Standard deviation of the per-GPU conduction resistance, % of the mean.
+    pub r_cond_spread_pct: f64,
+    /// Convective resistance at the reference flow, K/W.
+    pub r_conv_ref_k_per_w: f64,
+    /// Reference flow through one GPU's plate, L/min.
+    pub ref_flow_lpm: f64,
+    /// Convective exponent (Dittus–Boelter: 0.8).
+    pub conv_exponent: f64,
+}
+
+/// Electrical chain from the utility meter to the rack input.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Electrical {
+    /// Description printed in reports (`modern: eco-mode UPS ...`).
+    pub chain: String,
+    /// Transformer rating, kVA (treated as kW at unity power factor).
+    pub transformer_rating_kva: f64,
+    /// No-load loss, % of rating.
+    pub transformer_no_load_loss_pct: f64,
+    /// Load loss at rated load, % of rating (scales with load²).
+    pub transformer_load_loss_pct: f64,
+    /// UPS rating, kW.
+    pub ups_rating_kw: f64,
+    /// UPS efficiency curve: `[load fraction, efficiency]` pairs, ascending load.
+    pub ups_efficiency_curve: Vec<[f64; 2]>,
+    /// PDU / busway efficiency (0–1).
+    pub pdu_efficiency: f64,
+}
+
+/// Measurement chain: noise, delay and quantisation of the plant's sensors.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct SensorSpec {
+    /// Temperature noise (1 σ), K.
+    pub temp_noise_k: f64,
+    /// Temperature bias spread (1 σ, fixed per sensor), K.
+    pub temp_bias_k: f64,
+    /// Flow noise (1 σ), % of reading.
+    pub flow_noise_pct: f64,
+    /// Power noise (1 σ), % of reading.
+    pub power_noise_pct: f64,
+    /// Transport/sampling delay of CDU and facility sensors, s.
+    pub delay_s: f64,
+    /// GPU die sensor bias spread (1 σ, fixed per GPU), K.
+    pub gpu_temp_bias_k: f64,
+}
+
+impl Default for SensorSpec {
+    fn default() -> Self {
+        Self {
+            temp_noise_k: 0.1,
+            temp_bias_k: 0.15,
+            flow_noise_pct: 1.0,
+            power_noise_pct: 0.5,
+            delay_s: 2.0,
+            gpu_temp_bias_k: 0.5,
+        }
+    }
+}
+
+/// One hall (or `count` identical halls): racks, CDUs and a facility water system.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Hall {
+    /// Name (a suffix `-N` is added when `count > 1`).
+    pub name: String,
+    /// Number of identical halls described by this entry.
+    #[serde(default = "one")]
+    pub count: u32,
+    /// Rack template.
+    pub rack: Rack,
+    /// CDU template and count.
+    pub cdu: Cdu,
+    /// Facility water system and heat rejection.
+    pub facility: Facility,
+    /// Air handlers for the heat that does not go into the liquid.
+    pub air: AirHandling,
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// Rack template.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Rack {
+    /// Nodes per rack.
+    pub nodes_per_rack: u32,
+    /// GPUs per node.
+    pub gpus_per_node: u32,
+    /// Node power besides GPUs that scales with GPU power (CPU, memory, NIC, fans), fraction of GPU power.
+    pub node_overhead_frac: f64,
+    /// Constant node power, W per node.
+    pub node_base_w: f64,
+    /// Switches and management per rack, W.
+    pub switch_w: f64,
+    /// Fraction of rack heat that goes into the liquid (rest into room air).
+    pub heat_to_liquid: f64,
+    /// Seeded rack-to-rack flow imbalance, ±% (uniform).
+    pub flow_imbalance_pct: f64,
+    /// Manifold pick-up between CDU supply and rack inlet, K.
+    pub manifold_pickup_k: f64,
+}
+
+/// CDU template.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Cdu {
+    /// CDUs per hall.
+    pub count: u32,
+    /// Racks on each CDU's secondary loop.
+    pub racks_per_cdu: u32,
+    /// Rated heat-exchange capacity, kW.
+    pub capacity_kw: f64,
+    /// Design secondary flow per kW of design heat, L/min/kW.
+    pub design_flow_lpm_per_kw: f64,
+    /// Design heat load used to size flow and HX, kW.
+    pub design_load_kw: f64,
+    /// Local default supply setpoint (used at start and after BMS timeout), °C.
+    pub supply_setpoint_c: f64,
+    /// Lowest supply setpoint the firmware accepts, °C.
+    pub supply_setpoint_min_c: f64,
+    /// Highest supply setpoint the firmware accepts, °C.
+    pub supply_setpoint_max_c: f64,
+    /// Lowest flow setpoint, fraction of design flow.
+    pub flow_min_frac: f64,
+    /// Highest flow setpoint, fraction of design flow.
+    pub flow_max_frac: f64,
+    /// Duty pumps (N).
+    pub duty_pumps: u32,
+    /// Standby pumps (+1).
+    pub standby_pumps: u32,
+    /// Electric power of all duty pumps at design flow, kW.
+    pub pump_design_power_kw: f64,
+    /// Minimum pump speed, fraction.
+    pub pump_min_speed: f64,
+    /// Time for a standby pump to start after a trip, s.
+    pub failover_delay_s: f64,
+    /// HX approach (secondary supply − facility inlet) at design load and flows, K.
+    pub hx_design_approach_k: f64,
+    /// Secondary loop volume, m³.
+    pub loop_volume_m3: f64,
+    /// Supervisor heartbeat timeout before reverting to local defaults, s.
+    pub bms_timeout_s: f64,
+    /// Slow seeded fouling: UA lost per year, %.
+    pub fouling_pct_per_year: f64,
+    /// Supply-temperature PI: proportional gain, valve fraction per K.
+    pub valve_kp_per_k: f64,
+    /// Supply-temperature PI: integral time, s.
+    pub valve_ti_s: f64,
+}
+
+/// Facility water system of one hall.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Facility {
+    /// ASHRAE liquid-cooling class: W17, W27, W32, W40, W45 or W+.
+    pub water_class: String,
+    /// Local default facility supply setpoint, °C.
+    pub supply_setpoint_c: f64,
+    /// Lowest facility supply setpoint, °C.
+    pub supply_setpoint_min_c: f64,
+    /// Design temperature rise of the facility water across the CDUs, K.
+    pub design_delta_t_k: f64,
+    /// Facility pumps' electric power at design flow, kW.
+    pub pump_design_power_kw: f64,
+    /// Facility loop water volume, m³.
+    pub loop_volume_m3: f64,
+    /// Supervisor heartbeat timeout before reverting to the local default setpoint, s.
+    pub bms_timeout_s: f64,
+    /// Dry coolers (optional).
+    #[serde(default)]
+    pub dry_coolers: Option<DryCoolers>,
+    /// Cooling tower (optional).
+    #[serde(default)]
+    pub tower: Option<Tower>,
+    /// Trim chiller (optional).
+    #[serde(default)]
+    pub chiller: Option<Chiller>,
+    /// Heat-reuse heat pump (optional).
+    #[serde(default)]
+    pub heat_reuse: Option<HeatReuse>,
+}
+
+/// Dry coolers of a hall, as one equivalent bank.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct DryCoolers {
+    /// Heat rejected at design, kW.
+    pub design_capacity_kw: f64,
+    /// Leaving water − entering air at design capacity and full fan speed, K.
+    pub design_approach_k: f64,
+    /// Entering air temperature at design, °C.
+    pub design_air_c: f64,
+    /// Air capacity rate / water capacity rate at full fan speed.
+    pub air_to_water_capacity_ratio: f64,
+    /// Fan power at full speed, kW.
+    pub fan_power_kw: f64,
+    /// Minimum fan speed when running, fraction.
+    pub fan_min_speed: f64,
+    /// Adiabatic pre-cooling pads (optional).
+    #[serde(default)]
+    pub adiabatic: Option<Adiabatic>,
+}
+
+/// Adiabatic pre-cooling of dry-cooler inlet air.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Adiabatic {
+    /// Saturation effectiveness (0.7–0.85).
+    pub effectiveness: f64,
+    /// Water supplied per litre evaporated (≥ 1: bleed).
+    pub water_per_evaporated: f64,
+}
+
+/// Open cooling tower (with a plate HX) of a hall.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Tower {
+    /// Heat rejected at design, kW.
+    pub design_capacity_kw: f64,
+    /// Leaving water − wet-bulb at design capacity and full fan, K.
+    pub design_approach_k: f64,
+    /// Design wet-bulb, °C.
+    pub design_wet_bulb_c: f64,
+    /// Fan power at full speed, kW.
+    pub fan_power_kw: f64,
+    /// Cycles of concentration (blowdown = evaporation / (cycles − 1)).
+    pub cycles_of_concentration: f64,
+}
+
+/// Trim chiller.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Chiller {
+    /// Cooling capacity, kW.
+    pub capacity_kw: f64,
+    /// `air-cooled` or `water-cooled` (condenser on dry-bulb or wet-bulb).
+    pub condenser: String,
+    /// Fraction of the Carnot COP achieved (η_c ≈ 0.5).
+    pub carnot_efficiency: f64,
+    /// Upper bound of the COP.
+    pub cop_max: f64,
+}
+
+/// Heat-reuse heat pump lifting facility return water to district heating.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct HeatReuse {
+    /// Heat taken from facility water at full demand, kW.
+    pub capacity_kw: f64,
+    /// Delivery temperature, °C.
+    pub delivery_c: f64,
+    /// Fraction of the Carnot heating COP achieved.
+    pub carnot_efficiency: f64,
+    /// Outdoor dry-bulb above which district-heating demand falls to `summer_demand_frac`, °C.
+    pub heating_limit_c: f64,
+    /// Demand outside the heating season, fraction of capacity.
+    pub summer_demand_frac: f64,
+}
+
+/// Air handlers (CRAH) removing the air-side heat into facility water.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct AirHandling {
+    /// Fan power per kW of air-side heat, kW/kW.
+    pub fan_kw_per_kw: f64,
+}
+
+/// Built-in site TOML texts (the same files ship under `sites/`).
+pub fn builtin_site_toml(name: &str) -> Option<&'static str> {
+    match name {
+        "hall-10k" => Some(include_str!("../../sites/hall-10k.toml")),
+        "supernode-640" => Some(include_str!("../../sites/supernode-640.toml")),
+        "campus-100k" => Some(include_str!("../../sites/campus-100k.toml")),
+        _ => None,
+    }
+}
+
+/// A built-in reference site, parsed and validated.
+pub fn builtin_site(name: &str) -> Result<Site, SiteError> {
+    let text = builtin_site_toml(name).ok_or_else(|| SiteError::UnknownBuiltin(name.to_string()))?;
+    Site::from_toml_str(name, text)
+}
+
+const WATER_CLASSES: [(&str, f64); 6] = [
+    ("W17", 17.0),
+    ("W27", 27.0),
+    ("W32", 32.0),
+    ("W40", 40.0),
+    ("W45", 45.0),
+    ("W+", 60.0),
+];
+
+/// Maximum facility supply temperature of an ASHRAE liquid class, °C.
+pub fn water_class_max_c(class: &str) -> Option<f64> {
+    WATER_CLASSES.iter().find(|(c, _)| *c == class).map(|(_, t)| *t)
+}
+
+struct Check {
+    errors: Vec<SiteError>,
+}
+
+impl Check {
+    fn range(&mut self, field: &str, v: f64, lo: f64, hi: f64, what: &str) {
+        if !(v.is_finite() && v >= lo && v <= hi) {
+            self.errors.push(SiteError::Invalid {
+                field: field.to_string(),
+                value: format!("{v}"),
+                reason: format!("must be within [{lo}, {hi}] ({what})"),
+            });
+        }
+    }
+    fn positive(&mut self, field: &str, v: f64) {
+        if !(v.is_finite() && v > 0.0) {
+            self.errors.push(SiteError::Invalid {
+                field: field.to_string(),
+                value: format!("{v}"),
+                reason: "must be a positive finite number".into(),
+            });
+        }
+    }
+    fn rule(&mut self, ok: bool, field: &str, value: String, reason: &str) {
+        if !ok {
+            self.errors.push(SiteError::Invalid {
+                field: field.to_string(),
+                value,
+                reason: reason.to_string(),
+            });
+        }
+    }
+}
+
+impl Site {
+    /// Parse and validate a site file. `source_name` is used in error messages.
+    pub fn from_toml_str(source_name: &str, text: &str) -> Result<Site, SiteError> {
+        let site: Site = toml::from_str(text).map_err(|e| SiteError::Parse {
+            source_name: source_name.to_string(),
+            message: e.to_string(),
+        })?;
+        site.validate()?;
+        Ok(site)
+    }
+
+    /// Check every field against the physics; the first error (in file order) is returned.
+    pub fn validate(&self) -> Result<(), SiteError> {
+        let mut c = Check { errors: Vec::new() };
+        let s = &self.site;
+        c.rule(
+            !s.name.is_empty()
+                && s.name
+                    .chars()
+                    .all(|ch| ch.is_ascii_alphanumeric() || ch == '-' || ch == '_'),
+            "site.name",
+            format!("{:?}", s.name),
+            "must be non-empty ASCII letters, digits, '-' or '_' (it is used in MQTT topics)",
+        );
+        c.positive("site.power_budget_kw", s.power_budget_kw);
+        c.range("site.misc_load_kw", s.misc_load_kw, 0.0, 1e6, "kW");
+
+        let g = &self.gpu;
+        c.positive("gpu.tdp_w", g.tdp_w);
+        c.range("gpu.idle_w", g.idle_w, 0.0, g.tdp_w * 0.9, "W, below 90 % of TDP");
+        c.range(
+            "gpu.min_cap_w",
+            g.min_cap_w,
+            g.idle_w,
+            g.tdp_w,
+            "W, between idle and TDP",
+        );
+        c.range("gpu.leakage_per_k", g.leakage_per_k, 0.0, 0.05, "1/K");
+        c.range("gpu.perf_alpha", g.perf_alpha, 0.0, 3.0, "exponent");
+        c.range("gpu.slowdown_c", g.slowdown_c, 40.0, 120.0, "°C");
+        c.rule(
+            g.max_operating_c <= g.slowdown_c && g.slowdown_c < g.shutdown_c,
+            "gpu.slowdown_c",
+            format!("{}", g.slowdown_c),
+            "must satisfy max_operating_c ≤ slowdown_c < shutdown_c",
+        );
+        c.range("gpu.slowdown_hysteresis_k", g.slowdown_hysteresis_k, 0.0, 20.0, "K");
+        c.range("gpu.tau_s", g.tau_s, 0.1, 600.0, "s");
+
+        let p = &self.cold_plate;
+        c.range("cold_plate.r_cond_k_per_w", p.r_cond_k_per_w, 1e-4, 1.0, "K/W");
+        c.range("cold_plate.r_cond_spread_pct", p.r_cond_spread_pct, 0.0, 30.0, "%");
+        c.range("cold_plate.r_conv_ref_k_per_w", p.r_conv_ref_k_per_w, 0.0, 1.0, "K/W");
+        c.positive("cold_plate.ref_flow_lpm", p.ref_flow_lpm);
+        c.range(
+            "cold_plate.conv_exponent",
+            p.conv_exponent,
+            0.0,
+            1.0,
+            "Dittus–Boelter 0.8",
+        );
+
+        let e = &self.electrical;
+        c.positive("electrical.transformer_rating_kva", e.transformer_rating_kva);
+        c.range(
+            "electrical.transformer_no_load_loss_pct",
+            e.transformer_no_load_loss_pct,
+            0.0,
+            5.0,
+            "%",
+        );
+        c.range(
+            "electrical.transformer_load_loss_pct",
+            e.transformer_load_loss_pct,
+            0.0,
+            5.0,
+            "%",
+        );
+        c.positive("electrical.ups_rating_kw", e.ups_rating_kw);
+        c.range("electrical.pdu_efficiency", e.pdu_efficiency, 0.8, 1.0, "0–1");
+        c.rule(
+            !e.ups_efficiency_curve.is_empty(),
+            "electrical.ups_efficiency_curve",
+            "[]".into(),
+            "needs at least one [load fraction, efficiency] pair",
+        );
+        let mut last = -1.0;
+        for (i, [x, eff]) in e.ups_efficiency_curve.iter().enumerate() {
+            let f = format!("electrical.ups_efficiency_curve[{i}]");
+            c.rule(
+                *x > last && *x <= 1.5,
+                &f,
+                format!("[{x}, {eff}]"),
+                "load fractions must ascend within (0, 1.5]",
+            );
+            c.rule(
+                *eff > 0.5 && *eff <= 1.0,
+                &f,
+                format!("[{x}, {eff}]"),
+                "efficiency must be within (0.5, 1]",
+            );
+            last = *x;
+        }
+
+        let ss = &self.sensors;
+        c.range("sensors.temp_noise_k", ss.temp_noise_k, 0.0, 5.0, "K");
+        c.range("sensors.temp_bias_k", ss.temp_bias_k, 0.0, 5.0, "K");
+        c.range("sensors.flow_noise_pct", ss.flow_noise_pct, 0.0, 20.0, "%");
+        c.range("sensors.power_noise_pct", ss.power_noise_pct, 0.0, 20.0, "%");
+        c.range("sensors.delay_s", ss.delay_s, 0.0, 300.0, "s");
+        c.range("sensors.gpu_temp_bias_k", ss.gpu_temp_bias_k, 0.0, 5.0, "K");
+
+        c.rule(
+            !self.halls.is_empty(),
+            "halls",
+            "[]".into(),
+            "a site needs at least one hall",
+        );
+        for (h, hall) in self.halls.iter().enumerate() {
+            let f = |name: &str| format!("halls[{h}].{name}");
+            c.range(&f("count"), hall.count as f64, 1.0, 64.0, "identical halls");
+            let r = &hall.rack;
+            c.range(&f("rack.nodes_per_rack"), r.nodes_per_rack as f64, 1.0, 256.0, "nodes");
+            c.range(&f("rack.gpus_per_node"), r.gpus_per_node as f64, 1.0, 1024.0, "GPUs");
+            c.range(
+                &f("rack.node_overhead_frac"),
+                r.node_overhead_frac,
+                0.0,
+                2.0,
+                "fraction",
+            );
+            c.range(&f("rack.node_base_w"), r.node_base_w, 0.0, 1e5, "W");
+            c.range(&f("rack.switch_w"), r.switch_w, 0.0, 1e5, "W");
+            c.range(&f("rack.heat_to_liquid"), r.heat_to_liquid, 0.5, 1.0, "fraction");
+            c.range(&f("rack.flow_imbalance_pct"), r.flow_imbalance_pct, 0.0, 30.0, "%");
+            c.range(&f("rack.manifold_pickup_k"), r.manifold_pickup_k, 0.0, 3.0, "K");
+            let d = &hall.cdu;
+            c.range(&f("cdu.count"), d.count as f64, 1.0, 1000.0, "CDUs");
+            c.range(&f("cdu.racks_per_cdu"), d.racks_per_cdu as f64, 1.0, 200.0, "racks");
+            c.positive(&f("cdu.capacity_kw"), d.capacity_kw);
+            c.range(
+                &f("cdu.design_flow_lpm_per_kw"),
+                d.design_flow_lpm_per_kw,
+                0.5,
+                5.0,
+                "L/min/kW",
+            );
+            c.range(
+                &f("cdu.design_load_kw"),
+                d.design_load_kw,
+                1.0,
+                d.capacity_kw,
+                "kW, at most the capacity",
+            );
+            c.range(
+                &f("cdu.supply_setpoint_min_c"),
+                d.supply_setpoint_min_c,
+                5.0,
+                60.0,
+                "°C",
+            );
+            c.range(
+                &f("cdu.supply_setpoint_max_c"),
+                d.supply_setpoint_max_c,
+                d.supply_setpoint_min_c,
+                65.0,
+                "°C",
+            );
+            c.range(
+                &f("cdu.supply_setpoint_c"),
+                d.supply_setpoint_c,
+                d.supply_setpoint_min_c,
+                d.supply_setpoint_max_c,
+                "°C, within the setpoint limits",
+            );
+            c.range(
+                &f("cdu.flow_min_frac"),
+                d.flow_min_frac,
+                0.1,
+                1.0,
+                "fraction of design flow",
+            );
+            c.range(
+                &f("cdu.flow_max_frac"),
+                d.flow_max_frac,
+                d.flow_min_frac,
+                1.5,
+                "fraction of design flow",
+            );
+            c.range(&f("cdu.duty_pumps"), d.duty_pumps as f64, 1.0, 16.0, "pumps");
+            c.range(&f("cdu.standby_pumps"), d.standby_pumps as f64, 0.0, 16.0, "pumps");
+            c.positive(&f("cdu.pump_design_power_kw"), d.pump_design_power_kw);
+            c.range(&f("cdu.pump_min_speed"), d.pump_min_speed, 0.05, 1.0, "fraction");
+            c.range(&f("cdu.failover_delay_s"), d.failover_delay_s, 0.0, 600.0, "s");
+            c.range(&f("cdu.hx_design_approach_k"), d.hx_design_approach_k, 0.5, 20.0, "K");
+            c.range(&f("cdu.loop_volume_m3"), d.loop_volume_m3, 0.01, 100.0, "m³");
+            c.range(&f("cdu.bms_timeout_s"), d.bms_timeout_s, 1.0, 86400.0, "s");
+            c.range(
+                &f("cdu.fouling_pct_per_year"),
+                d.fouling_pct_per_year,
+                0.0,
+                50.0,
+                "%/year",
+            );
+            c.range(&f("cdu.valve_kp_per_k"), d.valve_kp_per_k, 0.0, 10.0, "1/K");
+            c.range(&f("cdu.valve_ti_s"), d.valve_ti_s, 1.0, 10_000.0, "s");
+            let rack_design_kw = rack_design_power_w(self, hall) / 1000.0;
+            let cdu_it_kw = rack_design_kw * d.racks_per_cdu as f64 * r.heat_to_liquid;
+            c.rule(
+                cdu_it_kw <= d.capacity_kw,
+                &f("cdu.capacity_kw"),
+                format!("{}", d.capacity_kw),
+                &format!("is below the liquid heat of its racks at full power ({cdu_it_kw:.0} kW)"),
+            );
+
+            let fw = &hall.facility;
+            let class_max = water_class_max_c(&fw.water_class);
+            c.rule(
+                class_max.is_some(),
+                &f("facility.water_class"),
+                format!("{:?}", fw.water_class),
+                "must be one of W17, W27, W32, W40, W45, W+",
+            );
+            if let Some(max) = class_max {
+                c.range(
+                    &f("facility.supply_setpoint_c"),
+                    fw.supply_setpoint_c,
+                    fw.supply_setpoint_min_c,
+                    max,
+                    "°C, at most the water class maximum",
+                );
+            }
+            c.range(
+                &f("facility.supply_setpoint_min_c"),
+                fw.supply_setpoint_min_c,
+                2.0,
+                60.0,
+                "°C",
+            );
+            c.range(&f("facility.design_delta_t_k"), fw.design_delta_t_k, 2.0, 30.0, "K");
+            c.positive(&f("facility.pump_design_power_kw"), fw.pump_design_power_kw);
+            c.range(&f("facility.loop_volume_m3"), fw.loop_volume_m3, 0.1, 10_000.0, "m³");
+            c.range(&f("facility.bms_timeout_s"), fw.bms_timeout_s, 1.0, 86400.0, "s");
+            c.rule(
+                fw.dry_coolers.is_some() || fw.tower.is_some(),
+                &f("facility"),
+                "no heat rejection".into(),
+                "needs [dry_coolers] or [tower]",
+            );
+            c.rule(
+                !(fw.dry_coolers.is_some() && fw.tower.is_some()),
+                &f("facility"),
+                "dry_coolers and tower".into(),
+                "describe one primary heat rejection: either [dry_coolers] or [tower]",
+            );
+            if let Some(dc) = &fw.dry_coolers {
+                c.positive(&f("facility.dry_coolers.design_capacity_kw"), dc.design_capacity_kw);
+                c.range(
+                    &f("facility.dry_coolers.design_approach_k"),
+                    dc.design_approach_k,
+                    1.0,
+                    20.0,
+                    "K",
+                );
+                c.range(
+                    &f("facility.dry_coolers.design_air_c"),
+                    dc.design_air_c,
+                    -30.0,
+                    55.0,
+                    "°C",
+                );
+                c.range(
+                    &f("facility.dry_coolers.air_to_water_capacity_ratio"),
+                    dc.air_to_water_capacity_ratio,
+                    1.05,
+                    10.0,
+                    "ratio > 1",
+                );
+                c.positive(&f("facility.dry_coolers.fan_power_kw"), dc.fan_power_kw);
+                c.range(
+                    &f("facility.dry_coolers.fan_min_speed"),
+                    dc.fan_min_speed,
+                    0.0,
+                    1.0,
+                    "fraction",
+                );
+                if let Some(a) = &dc.adiabatic {
+                    c.range(
+                        &f("facility.dry_coolers.adiabatic.effectiveness"),
+                        a.effectiveness,
+                        0.3,
+                        0.95,
+                        "fraction",
+                    );
+                    c.range(
+                        &f("facility.dry_coolers.adiabatic.water_per_evaporated"),
+                        a.water_per_evaporated,
+                        1.0,
+                        5.0,
+                        "ratio ≥ 1",
+                    );
+                }
+                let cap_needed = hall_design_heat_kw(self, hall);
+                c.rule(
+                    dc.design_capacity_kw >= 0.8 * cap_needed,
+                    &f("facility.dry_coolers.design_capacity_kw"),
+                    format!("{}", dc.design_capacity_kw),
+                    &format!("is far below the hall's design heat ({cap_needed:.0} kW)"),
+                );
+            }
+            if let Some(t) = &fw.tower {
+                c.positive(&f("facility.tower.design_capacity_kw"), t.design_capacity_kw);
+                c.range(
+                    &f("facility.tower.design_approach_k"),
+                    t.design_approach_k,
+                    1.0,
+                    15.0,
+                    "K",
+                );
+                c.range(
+                    &f("facility.tower.design_wet_bulb_c"),
+                    t.design_wet_bulb_c,
+                    -10.0,
+                    35.0,
+                    "°C",
+                );
+                c.positive(&f("facility.tower.fan_power_kw"), t.fan_power_kw);
+                c.range(
+                    &f("facility.tower.cycles_of_concentration"),
+                    t.cycles_of_concentration,
+                    1.5,
+                    20.0,
+                    "cycles",
+                );
+            }
+            if let Some(ch) = &fw.chiller {
+                c.positive(&f("facility.chiller.capacity_kw"), ch.capacity_kw);
+                c.rule(
+                    ch.condenser == "air-cooled" || ch.condenser == "water-cooled",
+                    &f("facility.chiller.condenser"),
+                    format!("{:?}", ch.condenser),
+                    "must be \"air-cooled\" or \"water-cooled\"",
+                );
+                c.range(
+                    &f("facility.chiller.carnot_efficiency"),
+                    ch.carnot_efficiency,
+                    0.1,
+                    0.9,
+                    "fraction",
+                );
+                c.range(&f("facility.chiller.cop_max"), ch.cop_max, 1.0, 30.0, "COP");
+            }
+            if let Some(hr) = &fw.heat_reuse {
+                c.positive(&f("facility.heat_reuse.capacity_kw"), hr.capacity_kw);
+                c.range(&f("facility.heat_reuse.delivery_c"), hr.delivery_c, 30.0, 120.0, "°C");
+                c.range(
+                    &f("facility.heat_reuse.carnot_efficiency"),
+                    hr.carnot_efficiency,
+                    0.1,
+                    0.9,
+                    "fraction",
+                );
+                c.range(
+                    &f("facility.heat_reuse.summer_demand_frac"),
+                    hr.summer_demand_frac,
+                    0.0,
+                    1.0,
+                    "fraction",
+                );
+            }
+            c.range(&f("air.fan_kw_per_kw"), hall.air.fan_kw_per_kw, 0.0, 0.5, "kW/kW");
+        }
+        match c.errors.into_iter().next() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// Total GPUs on the site.
+    pub fn gpu_count(&self) -> usize {
+        self.halls
+            .iter()
+            .map(|h| {
+                h.count as usize
+                    * h.cdu.count as usize
+                    * h.cdu.racks_per_cdu as usize
+                    * (h.rack.nodes_per_rack * h.rack.gpus_per_node) as usize
+            })
+            .sum()
+    }
+
+    /// Total racks on the site.
+    pub fn rack_count(&self) -> usize {
+        self.halls
+            .iter()
+            .map(|h| h.count as usize * h.cdu.count as usize * h.cdu.racks_per_cdu as usize)
+            .sum()
+    }
+
+    /// Total CDUs on the site.
+    pub fn cdu_count(&self) -> usize {
+        self.halls.iter().map(|h| h.count as usize * h.cdu.count as usize).sum()
+    }
+
+    /// Total halls on the site (after expanding `count`).
+    pub fn hall_count(&self) -> usize {
+        self.halls.iter().map(|h| h.count as usize).sum()
+    }
+
+    /// IT power of the whole site with every GPU at TDP, kW.
+    pub fn design_it_kw(&self) -> f64 {
+        self.halls
+            .iter()
+            .map(|h| {
+                h.count as f64 * h.cdu.count as f64 * h.cdu.racks_per_cdu as f64 * rack_design_power_w(self, h) / 1000.0
+            })
+            .sum()
+    }
+}
+
+/// Rack power with every GPU at TDP, W.
+pub fn rack_design_power_w(site: &Site, hall: &Hall) -> f64 {
+    let r = &hall.rack;
+    let gpus = (r.nodes_per_rack * r.gpus_per_node) as f64;
+    gpus * site.gpu.tdp_w * (1.0 + r.node_overhead_frac) + r.nodes_per_rack as f64 * r.node_base_w + r.switch_w
+}
+
+/// Heat into one hall's facility water with every GPU at TDP (liquid and air side), kW.
+pub fn hall_design_heat_kw(site: &Site, hall: &Hall) -> f64 {
+    hall.cdu.count as f64 * hall.cdu.racks_per_cdu as f64 * rack_design_power_w(site, hall) / 1000.0
+        * (1.0 + hall.air.fan_kw_per_kw * (1.0 - hall.rack.heat_to_liquid))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn builtin_sites_parse_and_have_the_documented_sizes() {
+        let h = builtin_site("hall-10k").unwrap();
+        assert_eq!(h.gpu_count(), 10_368);
+        assert_eq!(h.rack_count(), 144);
+        assert_eq!(h.cdu_count(), 12);
+        let s = builtin_site("supernode-640").unwrap();
+        assert_eq!(s.gpu_count(), 10_240);
+        assert_eq!(s.rack_count(), 16);
+        let c = builtin_site("campus-100k").unwrap();
+        assert!(c.gpu_count() >= 100_000, "{}", c.gpu_count());
+        assert!(c.hall_count() > 1);
+    }
+
+    #[test]
+    fn unknown_builtin_names_the_choices() {
+        let e = builtin_site("hall-1").unwrap_err().to_string();
+        assert!(e.contains("hall-1") && e.contains("hall-10k"), "{e}");
+    }
+
+    #[test]
+    fn invalid_field_is_named_with_its_value() {
+        let text = builtin_site_toml("hall-10k")
+            .unwrap()
+            .replace("capacity_kw = 1800.0", "capacity_kw = -5.0");
+        let e = Site::from_toml_str("x.toml", &text).unwrap_err().to_string();
+        assert!(e.contains("halls[0].cdu.capacity_kw") && e.contains("-5"), "{e}");
+    }
+
+    #[test]
+    fn unknown_field_and_syntax_errors_name_the_place() {
+        let text = builtin_site_toml("hall-10k")
+            .unwrap()
+            .replace("tdp_w = 1000.0", "tdp_watts = 1000.0");
+        let e = Site::from_toml_str("x.toml", &text).unwrap_err().to_string();
+        assert!(e.contains("tdp_watts"), "{e}");
+        let e = Site::from_toml_str("y.toml", "[site\nname=1").unwrap_err().to_string();
+        assert!(e.contains("y.toml") && e.contains("line"), "{e}");
+    }
+
+    #[test]
+    fn water_class_is_checked() {
+        let text = builtin_site_toml("hall-10k")
+            .unwrap()
+            .replace("water_class = \"W40\"", "water_class = \"W41\"");
+        let e = Site::from_toml_str("x.toml", &text).unwrap_err().to_string();
+        assert!(e.contains("water_class") && e.contains("W41"), "{e}");
+    }
+}

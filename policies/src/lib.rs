@@ -1,0 +1,502 @@
+//! # coolplane-policies
+//!
+//! Pure control laws. A [`Policy`] looks at the process image and proposes setpoints, power
+//! limits and placement advice; the controller (crate `coolplane-controller`) owns the safety
+//! envelope, rate limits, stale-data fallback and arbitration, and may narrow anything a policy
+//! proposes. A policy never writes to equipment and never sees the plant's true state.
+//!
+//! Baselines (honest, good-faith, see `scenarios-kpis.md`):
+//! - [`VendorDefault`]: what a site gets out of the box — design CDU supply temperature and design
+//!   flow, fixed facility supply setpoint, no power caps, first-fit placement.
+//! - [`TrimRespond`]: ASHRAE Guideline 36-style trim-and-respond resets of CDU supply temperature
+//!   and flow from "requests" raised by the hottest GPUs, and of the facility supply setpoint from
+//!   CDU valve positions — what a competent controls contractor would commission.
+//!
+//! Architecture invariants: no IO, no wall clock, no global random number generator; time comes in
+//! as `now_s`.
+
+use coolplane_core::fluid::pg25_lpm_to_kg_s;
+use coolplane_core::signals::{Measurements, PlacementAdvice, RackPowerLimits};
+use coolplane_core::site::{water_class_max_c, Site};
+use coolplane_core::topology::Topology;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// Equipment limits and design values of one CDU, from the site file (nameplate, not plant truth).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct CduLimits {
+    /// Lowest supply setpoint the firmware accepts, °C.
+    pub supply_min_c: f64,
+    /// Highest supply setpoint the firmware accepts, °C.
+    pub supply_max_c: f64,
+    /// Design supply setpoint (also the local default), °C.
+    pub supply_design_c: f64,
+    /// Lowest flow setpoint, L/min.
+    pub flow_min_lpm: f64,
+    /// Highest flow setpoint, L/min.
+    pub flow_max_lpm: f64,
+    /// Design flow, L/min.
+    pub flow_design_lpm: f64,
+}
+
+/// Limits of one hall's facility water system.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct FacilityLimits {
+    /// Lowest facility supply setpoint, °C.
+    pub supply_min_c: f64,
+    /// Highest, the ASHRAE class maximum, °C.
+    pub supply_max_c: f64,
+    /// Design (local default) setpoint, °C.
+    pub supply_design_c: f64,
+}
+
+/// Everything a policy may assume about the equipment: nameplate limits from the site file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PlantLimits {
+    /// Per CDU.
+    pub cdus: Vec<CduLimits>,
+    /// Per hall.
+    pub facilities: Vec<FacilityLimits>,
+    /// GPU slowdown temperature, °C.
+    pub gpu_slowdown_c: f64,
+    /// GPU shutdown temperature, °C.
+    pub gpu_shutdown_c: f64,
+    /// GPU maximum power limit (TDP), W.
+    pub gpu_tdp_w: f64,
+    /// GPU minimum power limit, W.
+    pub gpu_min_cap_w: f64,
+}
+
+impl PlantLimits {
+    /// Limits from a validated site.
+    pub fn from_site(site: &Site, topo: &Topology) -> Self {
+        let cdus = topo
+            .cdus
+            .iter()
+            .map(|c| {
+                let d = &topo.hall_spec(site, c.hall).cdu;
+                let design = d.design_flow_lpm_per_kw * d.design_load_kw;
+                CduLimits {
+                    supply_min_c: d.supply_setpoint_min_c,
+                    supply_max_c: d.supply_setpoint_max_c,
+                    supply_design_c: d.supply_setpoint_c,
+                    flow_min_lpm: design * d.flow_min_frac,
+                    flow_max_lpm: design * d.flow_max_frac,
+                    flow_design_lpm: design,
+                }
+            })
+            .collect();
+        let facilities = (0..topo.halls.len())
+            .map(|h| {
+                let f = &topo.hall_spec(site, h).facility;
+                FacilityLimits {
+                    supply_min_c: f.supply_setpoint_min_c,
+                    supply_max_c: water_class_max_c(&f.water_class).unwrap_or(f.supply_setpoint_c),
+                    supply_design_c: f.supply_setpoint_c,
+                }
+            })
+            .collect();
+        Self {
+            cdus,
+            facilities,
+            gpu_slowdown_c: site.gpu.slowdown_c,
+            gpu_shutdown_c: site.gpu.shutdown_c,
+            gpu_tdp_w: site.gpu.tdp_w,
+            gpu_min_cap_w: site.gpu.min_cap_w,
+        }
+    }
+
+    /// Design setpoints everywhere (the safe fallback).
+    pub fn design_setpoints(&self) -> Setpoints {
+        Setpoints {
+            cdus: self
+                .cdus
+                .iter()
+                .map(|c| CduSetpoint {
+                    supply_c: c.supply_design_c,
+                    flow_lpm: c.flow_design_lpm,
+                })
+                .collect(),
+            facilities: self.facilities.iter().map(|f| f.supply_design_c).collect(),
+        }
+    }
+}
+
+/// Setpoints of one CDU.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct CduSetpoint {
+    /// Supply temperature, °C.
+    pub supply_c: f64,
+    /// Secondary flow, L/min.
+    pub flow_lpm: f64,
+}
+
+/// A full set of cooling setpoints.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Setpoints {
+    /// Per CDU.
+    pub cdus: Vec<CduSetpoint>,
+    /// Facility supply temperature per hall, °C.
+    pub facilities: Vec<f64>,
+}
+
+/// What a policy proposes for this tick.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Decision {
+    /// Proposed cooling setpoints.
+    pub setpoints: Setpoints,
+    /// Proposed power-limit changes.
+    pub power_limits: Vec<RackPowerLimits>,
+    /// Placement advice for the scheduler.
+    pub placement: Option<PlacementAdvice>,
+    /// Why: one short line per change, for operators.
+    pub reasons: Vec<String>,
+}
+
+/// What a policy is given each time it runs.
+#[derive(Debug, Clone, Copy)]
+pub struct PolicyInput<'a> {
+    /// Controller time, s.
+    pub now_s: f64,
+    /// The latest process image.
+    pub image: &'a Measurements,
+    /// Nameplate limits.
+    pub limits: &'a PlantLimits,
+    /// Site topology.
+    pub topology: &'a Topology,
+    /// Setpoints in force now (as last written by the controller).
+    pub current: &'a Setpoints,
+}
+
+/// A control law.
+pub trait Policy: Send {
+    /// Name as used on the command line.
+    fn name(&self) -> &'static str;
+    /// Propose setpoints for this tick.
+    fn decide(&mut self, input: &PolicyInput<'_>) -> Decision;
+}
+
+/// Names of the policies [`by_name`] knows.
+pub const POLICY_NAMES: [&str; 2] = ["vendor-default", "trim-respond"];
+
+/// No policy of that name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownPolicy(pub String);
+
+impl fmt::Display for UnknownPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "unknown policy `{}` (known: {})", self.0, POLICY_NAMES.join(", "))
+    }
+}
+
+impl std::error::Error for UnknownPolicy {}
+
+/// A policy by its command-line name.
+pub fn by_name(name: &str) -> Result<Box<dyn Policy>, UnknownPolicy> {
+    match name {
+        "vendor-default" => Ok(Box::new(VendorDefault)),
+        "trim-respond" => Ok(Box::new(TrimRespond::default())),
+        other => Err(UnknownPolicy(other.to_string())),
+    }
+}
+
+/// Out-of-the-box operation: design setpoints, no caps, first-fit placement.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct VendorDefault;
+
+impl Policy for VendorDefault {
+    fn name(&self) -> &'static str {
+        "vendor-default"
+    }
+
+    fn decide(&mut self, input: &PolicyInput<'_>) -> Decision {
+        Decision {
+            setpoints: input.limits.design_setpoints(),
+            power_limits: Vec::new(),
+            placement: None,
+            reasons: Vec::new(),
+        }
+    }
+}
+
+/// Parameters of the trim-and-respond resets (ASHRAE Guideline 36 §5.1.14 vocabulary).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TrimRespondParams {
+    /// Time between resets, s (G36 `T`).
+    pub period_s: f64,
+    /// Requests ignored (G36 `I`) for CDU resets.
+    pub ignored_requests: u32,
+    /// CDU supply trim per period when requests ≤ I, K (towards warmer).
+    pub supply_trim_k: f64,
+    /// CDU supply respond per request above I, K (towards colder).
+    pub supply_respond_k: f64,
+    /// Largest CDU supply respond per period, K.
+    pub supply_respond_max_k: f64,
+    /// Flow trim per period, fraction of design flow (only once supply is at its maximum).
+    pub flow_trim_frac: f64,
+    /// Flow respond per request above I, fraction of design flow.
+    pub flow_respond_frac: f64,
+    /// Largest flow respond per period, fraction of design flow.
+    pub flow_respond_max_frac: f64,
+    /// GPU margin to slowdown at which a rack raises 1 request, K (2 at 2/3, 3 at 1/3 of it).
+    pub request_margin_k: f64,
+    /// Facility supply trim per period, K (towards warmer).
+    pub facility_trim_k: f64,
+    /// Facility supply respond per request, K.
+    pub facility_respond_k: f64,
+    /// Largest facility respond per period, K.
+    pub facility_respond_max_k: f64,
+    /// CDU valve position above which a CDU raises a facility request, %.
+    pub valve_request_pct: f64,
+}
+
+impl Default for TrimRespondParams {
+    fn default() -> Self {
+        Self {
+            period_s: 120.0,
+            ignored_requests: 2,
+            supply_trim_k: 0.2,
+            supply_respond_k: 0.3,
+            supply_respond_max_k: 1.0,
+            flow_trim_frac: 0.02,
+            flow_respond_frac: 0.05,
+            flow_respond_max_frac: 0.2,
+            request_margin_k: 9.0,
+            facility_trim_k: 0.2,
+            facility_respond_k: 0.3,
+            facility_respond_max_k: 1.0,
+            valve_request_pct: 92.0,
+        }
+    }
+}
+
+/// Guideline 36-style trim and respond.
+#[derive(Debug, Clone, Default)]
+pub struct TrimRespond {
+    /// Parameters.
+    pub params: TrimRespondParams,
+    state: Option<Setpoints>,
+    last_reset_s: Option<f64>,
+}
+
+impl TrimRespond {
+    /// With explicit parameters.
+    pub fn new(params: TrimRespondParams) -> Self {
+        Self {
+            params,
+            state: None,
+            last_reset_s: None,
+        }
+    }
+
+    /// Requests a CDU's racks raise from their hottest GPU readings (stale or bad readings raise
+    /// the maximum: an unknown temperature is treated as a hot one).
+    fn cdu_requests(&self, input: &PolicyInput<'_>, cdu: usize) -> u32 {
+        let m = self.params.request_margin_k;
+        let mut req = 0;
+        for r in input.topology.cdus[cdu].racks.clone() {
+            let reading = input.image.racks.get(r).map(|x| x.gpu_temp_max_c);
+            let margin = match reading {
+                Some(x) if x.usable(input.now_s, 3.0 * self.params.period_s) => input.limits.gpu_slowdown_c - x.value,
+                _ => f64::NEG_INFINITY,
+            };
+            req += if margin <= m / 3.0 {
+                3
+            } else if margin <= 2.0 * m / 3.0 {
+                2
+            } else if margin <= m {
+                1
+            } else {
+                0
+            };
+        }
+        req
+    }
+}
+
+impl Policy for TrimRespond {
+    fn name(&self) -> &'static str {
+        "trim-respond"
+    }
+
+    fn decide(&mut self, input: &PolicyInput<'_>) -> Decision {
+        let p = self.params;
+        let limits = input.limits;
+        let mut sp = self.state.clone().unwrap_or_else(|| limits.design_setpoints());
+        let mut reasons = Vec::new();
+        let due = self.last_reset_s.is_none_or(|t| input.now_s - t >= p.period_s - 1e-6);
+        if due {
+            self.last_reset_s = Some(input.now_s);
+            for (c, l) in limits.cdus.iter().enumerate() {
+                let req = self.cdu_requests(input, c);
+                let s = &mut sp.cdus[c];
+                if req > p.ignored_requests {
+                    let over = (req - p.ignored_requests) as f64;
+                    let d_t = (p.supply_respond_k * over).min(p.supply_respond_max_k);
+                    let d_f = (p.flow_respond_frac * over).min(p.flow_respond_max_frac) * l.flow_design_lpm;
+                    s.supply_c = (s.supply_c - d_t).max(l.supply_min_c);
+                    s.flow_lpm = (s.flow_lpm + d_f).min(l.flow_max_lpm);
+                    reasons.push(format!(
+                        "cdu {c}: {req} requests from hot GPUs: supply −{d_t:.1} K, flow +{d_f:.0} L/min"
+                    ));
+                } else if s.supply_c < l.supply_max_c - 1e-9 {
+                    s.supply_c = (s.supply_c + p.supply_trim_k).min(l.supply_max_c);
+                } else {
+                    s.flow_lpm = (s.flow_lpm - p.flow_trim_frac * l.flow_design_lpm).max(l.flow_min_lpm);
+                }
+            }
+            for (h, l) in limits.facilities.iter().enumerate() {
+                let mut req = 0u32;
+                for c in input.topology.halls[h].cdus.clone() {
+                    let m = &input.image.cdus[c];
+                    let valve = m.valve_pct;
+                    if !valve.usable(input.now_s, 3.0 * p.period_s) {
+                        req += 2;
+                        continue;
+                    }
+                    if valve.value >= 99.0 {
+                        req += 2;
+                    } else if valve.value >= p.valve_request_pct {
+                        req += 1;
+                    }
+                    if m.supply_temp_c.usable(input.now_s, 3.0 * p.period_s)
+                        && m.supply_temp_c.value > sp.cdus[c].supply_c + 1.0
+                    {
+                        req += 1;
+                    }
+                }
+                let f = &mut sp.facilities[h];
+                if req > 0 {
+                    let d = (p.facility_respond_k * req as f64).min(p.facility_respond_max_k);
+                    *f = (*f - d).max(l.supply_min_c);
+                    reasons.push(format!(
+                        "hall {h}: {req} requests from CDU valves: facility supply −{d:.1} K"
+                    ));
+                } else {
+                    // Never ask for facility water warmer than the coldest CDU setpoint of the hall allows.
+                    let coldest = input.topology.halls[h]
+                        .cdus
+                        .clone()
+                        .map(|c| sp.cdus[c].supply_c)
+                        .fold(f64::INFINITY, f64::min);
+                    *f = (*f + p.facility_trim_k)
+                        .min(l.supply_max_c)
+                        .min(coldest - 2.0)
+                        .max(l.supply_min_c);
+                }
+            }
+        }
+        self.state = Some(sp.clone());
+        Decision {
+            setpoints: sp,
+            power_limits: Vec::new(),
+            placement: None,
+            reasons,
+        }
+    }
+}
+
+/// Convert a flow in L/min of PG25 to kg/s (re-exported for policies that reason in mass flow).
+pub fn lpm_to_kg_s(lpm: f64) -> f64 {
+    pg25_lpm_to_kg_s(lpm)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use coolplane_core::signals::{CduMeasurement, RackMeasurement, Reading};
+    use coolplane_core::site::builtin_site;
+
+    fn image(topo: &Topology, gpu_max: f64, valve: f64, t: f64) -> Measurements {
+        Measurements {
+            t_s: t,
+            racks: vec![
+                RackMeasurement {
+                    gpu_temp_max_c: Reading::good(gpu_max, t),
+                    ..Default::default()
+                };
+                topo.racks.len()
+            ],
+            cdus: vec![
+                CduMeasurement {
+                    valve_pct: Reading::good(valve, t),
+                    supply_temp_c: Reading::good(40.0, t),
+                    ..Default::default()
+                };
+                topo.cdus.len()
+            ],
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn vendor_default_holds_design() {
+        let site = builtin_site("hall-10k").unwrap();
+        let topo = Topology::new(&site);
+        let limits = PlantLimits::from_site(&site, &topo);
+        let cur = limits.design_setpoints();
+        let img = image(&topo, 88.0, 100.0, 0.0);
+        let d = VendorDefault.decide(&PolicyInput {
+            now_s: 0.0,
+            image: &img,
+            limits: &limits,
+            topology: &topo,
+            current: &cur,
+        });
+        assert_eq!(d.setpoints, limits.design_setpoints());
+        assert!((d.setpoints.cdus[0].flow_lpm - 2160.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn trim_respond_trims_when_cool_and_responds_when_hot() {
+        let site = builtin_site("hall-10k").unwrap();
+        let topo = Topology::new(&site);
+        let limits = PlantLimits::from_site(&site, &topo);
+        let cur = limits.design_setpoints();
+        let mut tr = TrimRespond::default();
+        let cool = image(&topo, 70.0, 50.0, 0.0);
+        let d0 = tr.decide(&PolicyInput {
+            now_s: 0.0,
+            image: &cool,
+            limits: &limits,
+            topology: &topo,
+            current: &cur,
+        });
+        assert!(
+            (d0.setpoints.cdus[0].supply_c - 40.2).abs() < 1e-9,
+            "{:?}",
+            d0.setpoints.cdus[0]
+        );
+        // Not due again before the period has passed.
+        let d1 = tr.decide(&PolicyInput {
+            now_s: 60.0,
+            image: &cool,
+            limits: &limits,
+            topology: &topo,
+            current: &cur,
+        });
+        assert_eq!(d1.setpoints, d0.setpoints);
+        // Hot GPUs (1 K from slowdown) in every rack: 36 requests, capped respond.
+        let hot = image(&topo, 88.0, 50.0, 120.0);
+        let d2 = tr.decide(&PolicyInput {
+            now_s: 120.0,
+            image: &hot,
+            limits: &limits,
+            topology: &topo,
+            current: &cur,
+        });
+        assert!((d2.setpoints.cdus[0].supply_c - 39.2).abs() < 1e-9);
+        assert!(
+            (d2.setpoints.cdus[0].flow_lpm - 2160.0 * 1.1).abs() < 1e-6,
+            "flow capped at max"
+        );
+        assert!(!d2.reasons.is_empty());
+    }
+
+    #[test]
+    fn unknown_policy_lists_known_ones() {
+        let e = by_name("pid").err().unwrap().to_string();
+        assert!(e.contains("pid") && e.contains("trim-respond"));
+    }
+}

@@ -1,0 +1,300 @@
+//! The harness loop: plant + cluster scheduler + controller, stepped in simulated time.
+//!
+//! Per step at plant time `t`: the scheduler brings the cluster to `t` (arrivals, completions,
+//! failures, placement, utilisations); the controller ticks on the plant's last measurements;
+//! the plant steps under the weather at `t` and the controller's actions. Scoring starts after the
+//! warm-up; the KPIs come from the plant.
+//!
+//! The only clock read here is the wall clock around the controller's tick, for the
+//! computation-time KPI and the progress ETA; it never feeds the simulation.
+
+use crate::series::{SeriesRow, TimeSeries};
+use crate::spec::Scenario;
+use coolplane_controller::{Controller, ControllerConfig, ControllerEvent};
+use coolplane_policies::Policy;
+use coolplane_sim_plant::cluster::{Cluster, ClusterStats};
+use coolplane_sim_plant::kpi::Kpis;
+use coolplane_sim_plant::Plant;
+use serde::{Deserialize, Serialize};
+use std::time::{Duration, Instant};
+
+/// Options of one run.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RunOptions {
+    /// Record a time series.
+    pub record: bool,
+    /// At most this many rows are recorded (longer runs are sampled evenly).
+    pub max_rows: usize,
+    /// Controller tuning.
+    pub controller: ControllerConfig,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        Self {
+            record: false,
+            max_rows: 20_000,
+            controller: ControllerConfig::default(),
+        }
+    }
+}
+
+/// Progress of a run, handed to the caller's callback about once per simulated hour.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Progress {
+    /// Simulated time done, s.
+    pub done_s: f64,
+    /// Simulated time in all, s.
+    pub total_s: f64,
+    /// Wall time so far.
+    pub elapsed: Duration,
+}
+
+impl Progress {
+    /// Fraction done, 0–1.
+    pub fn fraction(&self) -> f64 {
+        if self.total_s > 0.0 {
+            (self.done_s / self.total_s).clamp(0.0, 1.0)
+        } else {
+            1.0
+        }
+    }
+    /// Estimated wall time left.
+    pub fn eta(&self) -> Duration {
+        let f = self.fraction();
+        if f <= 0.0 {
+            return Duration::ZERO;
+        }
+        self.elapsed.mul_f64((1.0 - f) / f)
+    }
+}
+
+/// The harness's checks on itself.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct SelfChecks {
+    /// Energy balance of the liquid loops closes within 0.5 %.
+    pub energy_balance_ok: bool,
+    /// PUE ≥ 1 over the window and in every 15-minute window.
+    pub pue_at_least_one: bool,
+    /// The IT meter equals the sum of the rack meters at the end (true values, within 1e-6).
+    pub it_meter_equals_racks: bool,
+}
+
+impl SelfChecks {
+    /// All checks hold.
+    pub fn all_ok(&self) -> bool {
+        self.energy_balance_ok && self.pue_at_least_one && self.it_meter_equals_racks
+    }
+}
+
+/// Everything a run reports: what was run, the plant's KPIs, and the harness's checks.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunReport {
+    /// coolplane version.
+    pub version: String,
+    /// Site name.
+    pub site: String,
+    /// Electrical chain as described in the site file.
+    pub electrical_chain: String,
+    /// Scenario name.
+    pub scenario: String,
+    /// Weather source.
+    pub weather: String,
+    /// Scored period.
+    pub period: String,
+    /// Start of the scored period in the weather year, day of year (0-based).
+    pub period_start_day: f64,
+    /// Policy.
+    pub policy: String,
+    /// Seed.
+    pub seed: u64,
+    /// Step, s.
+    pub step_s: f64,
+    /// Warm-up, h.
+    pub warmup_h: f64,
+    /// GPUs on the site.
+    pub gpus: usize,
+    /// The plant's KPIs.
+    #[serde(flatten)]
+    pub kpis: Kpis,
+    /// Controller computation time per step / simulated step (BOPTEST).
+    pub compute_time_ratio: f64,
+    /// Wall time of the whole run, s.
+    pub wall_time_s: f64,
+    /// Jobs started / completed / failed in the scored window and before.
+    pub jobs_started: u64,
+    /// Jobs that completed.
+    pub jobs_completed: u64,
+    /// Self-checks.
+    pub checks: SelfChecks,
+}
+
+/// A finished run.
+#[derive(Debug, Clone)]
+pub struct RunResult {
+    /// Report with KPIs.
+    pub report: RunReport,
+    /// Recorded series (empty unless asked for).
+    pub series: TimeSeries,
+    /// The controller's events.
+    pub events: Vec<ControllerEvent>,
+    /// Scheduler counters.
+    pub cluster: ClusterStats,
+}
+
+/// Run a resolved scenario under `policy`. `progress` is called about once per simulated hour.
+pub fn run(
+    scenario: &Scenario,
+    policy: Box<dyn Policy>,
+    opts: &RunOptions,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<RunResult, coolplane_sim_plant::PlantError> {
+    let wall = Instant::now();
+    let site = &scenario.site;
+    let seed = scenario.spec.scenario.seed;
+    let dt = scenario.spec.scenario.step_s;
+    let mut plant = Plant::new(site, seed)?;
+    for e in &scenario.events {
+        plant.schedule_fault(*e);
+    }
+    let mut cluster = Cluster::new(&plant);
+    let policy_name = policy.name().to_string();
+    let mut controller = Controller::new(site, policy, opts.controller);
+    let steps = ((scenario.end_s()) / dt).round().max(1.0) as u64;
+    let score_step = (scenario.scoring_start_s() / dt).round() as u64;
+    let rows_every = (steps / opts.max_rows.max(1) as u64).max(1);
+    let mut series = TimeSeries::default();
+    let mut events = Vec::new();
+    let mut ctl_time = Duration::ZERO;
+    let mut ctl_steps = 0u64;
+    let hour_steps = ((3600.0 / dt).round() as u64).max(1);
+    let slowdown = site.gpu.slowdown_c;
+    let mut advice = None;
+    for k in 0..steps {
+        let t = k as f64 * dt;
+        if k == score_step {
+            plant.start_scoring();
+        }
+        cluster.advance(t, &scenario.workload, &mut plant, advice.as_ref());
+        let t0 = Instant::now();
+        let actions = controller.tick(t, plant.measurements());
+        if k >= score_step {
+            ctl_time += t0.elapsed();
+            ctl_steps += 1;
+        }
+        if actions.placement.is_some() {
+            advice = actions.placement.clone();
+        }
+        if events.len() < 100_000 {
+            events.extend(controller.drain_events());
+        }
+        let ambient = scenario.weather.sample(scenario.weather_time_s(t));
+        plant.step(dt, &ambient, &actions);
+        if opts.record && (k % rows_every == 0 || k + 1 == steps) {
+            series.rows.push(row(
+                &plant,
+                &controller,
+                &cluster,
+                (t + dt - scenario.scoring_start_s()) / 3600.0,
+                slowdown,
+                &ambient,
+            ));
+        }
+        if k % hour_steps == 0 || k + 1 == steps {
+            progress(Progress {
+                done_s: t + dt,
+                total_s: scenario.end_s(),
+                elapsed: wall.elapsed(),
+            });
+        }
+    }
+    if score_step >= steps {
+        plant.start_scoring();
+    }
+    let kpis = plant.kpis();
+    let it_sum: f64 = (0..plant.topology().racks.len())
+        .map(|r| plant.true_rack_power_w(r))
+        .sum();
+    let checks = SelfChecks {
+        energy_balance_ok: kpis.energy_balance_error_pct <= 0.5,
+        pue_at_least_one: kpis.pue >= 1.0 && (kpis.pue_p95_15min.is_nan() || kpis.pue_p95_15min >= 1.0),
+        it_meter_equals_racks: (it_sum - plant.power().it_w).abs() <= 1e-6 * it_sum.max(1.0),
+    };
+    let stats = cluster.stats();
+    let report = RunReport {
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        site: site.site.name.clone(),
+        electrical_chain: site.electrical.chain.clone(),
+        scenario: scenario.spec.scenario.name.clone(),
+        weather: scenario.weather_name.clone(),
+        period: scenario.period_name.clone(),
+        period_start_day: scenario.period.start_s / 86_400.0,
+        policy: policy_name,
+        seed,
+        step_s: dt,
+        warmup_h: scenario.warmup_s / 3600.0,
+        gpus: plant.topology().gpu_count,
+        compute_time_ratio: if ctl_steps > 0 {
+            ctl_time.as_secs_f64() / (ctl_steps as f64 * dt)
+        } else {
+            0.0
+        },
+        kpis,
+        wall_time_s: wall.elapsed().as_secs_f64(),
+        jobs_started: stats.started,
+        jobs_completed: stats.completed,
+        checks,
+    };
+    Ok(RunResult {
+        report,
+        series,
+        events,
+        cluster: stats,
+    })
+}
+
+fn row(
+    plant: &Plant,
+    controller: &Controller,
+    cluster: &Cluster,
+    t_h: f64,
+    slowdown: f64,
+    amb: &coolplane_core::weather::WeatherSample,
+) -> SeriesRow {
+    let p = plant.power();
+    let topo = plant.topology();
+    let n_cdu = topo.cdus.len().max(1) as f64;
+    let n_hall = topo.halls.len().max(1) as f64;
+    let sup: Vec<f64> = (0..topo.cdus.len()).map(|c| plant.true_cdu_supply_c(c)).collect();
+    let meas = plant.measurements();
+    SeriesRow {
+        t_h,
+        it_kw: p.it_w / 1e3,
+        facility_kw: p.facility_w / 1e3,
+        cooling_kw: p.cooling_w() / 1e3,
+        cdu_pumps_kw: p.cdu_pumps_w / 1e3,
+        facility_pumps_kw: p.facility_pumps_w / 1e3,
+        rejection_fans_kw: p.rejection_fans_w / 1e3,
+        chiller_kw: p.chiller_w / 1e3,
+        air_handler_kw: p.air_handler_fans_w / 1e3,
+        electrical_losses_kw: p.electrical_losses_w / 1e3,
+        pue: if p.it_w > 0.0 { p.facility_w / p.it_w } else { f64::NAN },
+        gpu_temp_max_c: plant.true_gpu_temps_c().iter().copied().fold(f32::MIN, f32::max) as f64,
+        gpu_slowdown_c: slowdown,
+        cdu_supply_mean_c: sup.iter().sum::<f64>() / n_cdu,
+        cdu_supply_max_c: sup.iter().copied().fold(f64::MIN, f64::max),
+        cdu_supply_setpoint_mean_c: controller.setpoints().cdus.iter().map(|c| c.supply_c).sum::<f64>() / n_cdu,
+        cdu_flow_total_lpm: (0..topo.cdus.len())
+            .map(|c| coolplane_core::fluid::pg25_kg_s_to_lpm(plant.true_cdu_flow_kg_s(c)))
+            .sum(),
+        facility_supply_mean_c: (0..topo.halls.len())
+            .map(|h| plant.true_facility_supply_c(h))
+            .sum::<f64>()
+            / n_hall,
+        facility_setpoint_mean_c: meas.facilities.iter().map(|f| f.supply_setpoint_c.value).sum::<f64>() / n_hall,
+        dry_bulb_c: amb.dry_bulb_c,
+        wet_bulb_c: amb.wet_bulb_c,
+        busy_gpus: cluster.stats().busy_gpus as f64,
+        budget_kw: meas.meter.power_budget_kw.value,
+    }
+}

@@ -1,0 +1,327 @@
+//! KPIs, computed by the plant from its true state (never by the controller).
+//!
+//! Definitions follow `scenarios-kpis.md`: PUE is ∫ utility-meter power / ∫ rack-input power over
+//! the scored window (boundary in [`PUE_BOUNDARY`]); 15-minute figures use fixed 15-minute demand
+//! intervals aligned with the start of scoring, as utility demand meters do.
+
+use serde::{Deserialize, Serialize};
+
+/// The PUE boundary printed with every PUE.
+pub const PUE_BOUNDARY: &str =
+    "utility meter (after transformer, UPS, PDU losses, all cooling, misc) / IT power at rack input";
+
+const WINDOW_S: f64 = 900.0;
+
+/// Energy flows and counters of one plant step, handed to the accumulator.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct StepFlows {
+    /// Step length, s.
+    pub dt_s: f64,
+    /// Utility meter power, W.
+    pub facility_w: f64,
+    /// IT power at rack input, W.
+    pub it_w: f64,
+    /// CDU pumps, W.
+    pub cdu_pumps_w: f64,
+    /// Facility pumps, W.
+    pub facility_pumps_w: f64,
+    /// Heat-rejection fans (dry cooler / tower), W.
+    pub rejection_fans_w: f64,
+    /// Chiller compressors, W.
+    pub chiller_w: f64,
+    /// Air-handler fans, W.
+    pub air_handler_fans_w: f64,
+    /// Heat-reuse heat pump, W.
+    pub heat_pump_w: f64,
+    /// Electrical losses (transformer, UPS, PDU), W.
+    pub electrical_losses_w: f64,
+    /// Misc constant load, W.
+    pub misc_w: f64,
+    /// Site power budget in force, W.
+    pub budget_w: f64,
+    /// Heat delivered to district heating, W.
+    pub heat_reused_w: f64,
+    /// Water consumed, L/s.
+    pub water_l_per_s: f64,
+    /// Heat into the liquid loops this step (IT heat, pump and fan heat), J.
+    pub heat_in_j: f64,
+    /// Heat out of the liquid loops this step (rejected, chilled, reused), J.
+    pub heat_out_j: f64,
+    /// GPUs at or above slowdown (hardware slowdown in force) this step.
+    pub throttled_gpus: u64,
+    /// GPUs within 5 K of slowdown this step.
+    pub near_throttle_gpus: u64,
+    /// GPU work done this step, GPU-s.
+    pub work_done_gpu_s: f64,
+    /// GPU work demanded (no caps, no throttling), GPU-s.
+    pub work_demanded_gpu_s: f64,
+}
+
+/// Running sums over the scored window.
+#[derive(Debug, Clone, Default)]
+pub struct KpiAccumulator {
+    scored_s: f64,
+    facility_j: f64,
+    it_j: f64,
+    cdu_pumps_j: f64,
+    facility_pumps_j: f64,
+    rejection_fans_j: f64,
+    chiller_j: f64,
+    air_handler_fans_j: f64,
+    heat_pump_j: f64,
+    electrical_losses_j: f64,
+    misc_j: f64,
+    heat_reused_j: f64,
+    water_l: f64,
+    heat_in_j: f64,
+    heat_out_j: f64,
+    stored_start_j: f64,
+    throttle_gpu_s: f64,
+    near_throttle_gpu_s: f64,
+    work_done: f64,
+    work_demanded: f64,
+    budget_exceed_j: f64,
+    exceed_run_s: f64,
+    exceed_longest_s: f64,
+    window_elapsed_s: f64,
+    window_facility_j: f64,
+    window_it_j: f64,
+    window_facility_kw: Vec<f64>,
+    window_pue: Vec<f64>,
+    /// GPU shutdowns counted by the plant.
+    pub gpu_shutdowns: u64,
+    /// Jobs failed (counted by the cluster scheduler).
+    pub failed_jobs: u64,
+    /// Setpoint writes received.
+    pub setpoint_writes: u64,
+    /// Setpoint writes rejected as out of range.
+    pub rejected_writes: u64,
+    /// Σ|Δ setpoint| of CDU supply setpoints, K.
+    pub supply_setpoint_travel_k: f64,
+    /// Σ|Δ setpoint| of CDU flow setpoints, L/min.
+    pub flow_setpoint_travel_lpm: f64,
+    /// Σ|Δ setpoint| of facility supply setpoints, K.
+    pub facility_setpoint_travel_k: f64,
+    /// Max |CDU supply − setpoint| outside settling windows, K.
+    pub supply_temp_max_dev_k: f64,
+    /// Max true GPU die temperature seen, °C.
+    pub gpu_temp_max_c: f64,
+}
+
+impl KpiAccumulator {
+    /// A fresh accumulator; `stored_j` is the thermal energy stored in the loops now.
+    pub fn new(stored_j: f64) -> Self {
+        Self {
+            stored_start_j: stored_j,
+            ..Default::default()
+        }
+    }
+
+    /// Add one step.
+    pub fn add(&mut self, f: &StepFlows) {
+        let dt = f.dt_s;
+        self.scored_s += dt;
+        self.facility_j += f.facility_w * dt;
+        self.it_j += f.it_w * dt;
+        self.cdu_pumps_j += f.cdu_pumps_w * dt;
+        self.facility_pumps_j += f.facility_pumps_w * dt;
+        self.rejection_fans_j += f.rejection_fans_w * dt;
+        self.chiller_j += f.chiller_w * dt;
+        self.air_handler_fans_j += f.air_handler_fans_w * dt;
+        self.heat_pump_j += f.heat_pump_w * dt;
+        self.electrical_losses_j += f.electrical_losses_w * dt;
+        self.misc_j += f.misc_w * dt;
+        self.heat_reused_j += f.heat_reused_w * dt;
+        self.water_l += f.water_l_per_s * dt;
+        self.heat_in_j += f.heat_in_j;
+        self.heat_out_j += f.heat_out_j;
+        self.throttle_gpu_s += f.throttled_gpus as f64 * dt;
+        self.near_throttle_gpu_s += f.near_throttle_gpus as f64 * dt;
+        self.work_done += f.work_done_gpu_s;
+        self.work_demanded += f.work_demanded_gpu_s;
+        if f.facility_w > f.budget_w {
+            self.budget_exceed_j += (f.facility_w - f.budget_w) * dt;
+            self.exceed_run_s += dt;
+            self.exceed_longest_s = self.exceed_longest_s.max(self.exceed_run_s);
+        } else {
+            self.exceed_run_s = 0.0;
+        }
+        // Fixed 15-minute demand intervals (a step longer than the window is its own window).
+        self.window_elapsed_s += dt;
+        self.window_facility_j += f.facility_w * dt;
+        self.window_it_j += f.it_w * dt;
+        if self.window_elapsed_s >= WINDOW_S - 1e-6 {
+            self.window_facility_kw
+                .push(self.window_facility_j / self.window_elapsed_s / 1000.0);
+            if self.window_it_j > 0.0 {
+                self.window_pue.push(self.window_facility_j / self.window_it_j);
+            }
+            self.window_elapsed_s = 0.0;
+            self.window_facility_j = 0.0;
+            self.window_it_j = 0.0;
+        }
+    }
+
+    /// Seconds scored so far.
+    pub fn scored_s(&self) -> f64 {
+        self.scored_s
+    }
+
+    /// The KPI report; `stored_now_j` is the thermal energy stored in the loops now.
+    pub fn report(&self, stored_now_j: f64) -> Kpis {
+        const J_PER_KWH: f64 = 3.6e6;
+        let it_kwh = self.it_j / J_PER_KWH;
+        let facility_kwh = self.facility_j / J_PER_KWH;
+        let cooling_j =
+            self.cdu_pumps_j + self.facility_pumps_j + self.rejection_fans_j + self.chiller_j + self.air_handler_fans_j;
+        let stored = stored_now_j - self.stored_start_j;
+        let imbalance = self.heat_in_j - self.heat_out_j - stored;
+        let mut sorted = self.window_pue.clone();
+        sorted.sort_by(f64::total_cmp);
+        let p95 = if sorted.is_empty() {
+            f64::NAN
+        } else {
+            sorted[((sorted.len() as f64 * 0.95).ceil() as usize).clamp(1, sorted.len()) - 1]
+        };
+        let peak = self.window_facility_kw.iter().copied().fold(f64::NAN, f64::max);
+        let peak = if peak.is_nan() && self.scored_s > 0.0 {
+            self.facility_j / self.scored_s / 1000.0
+        } else {
+            peak
+        };
+        Kpis {
+            scored_s: self.scored_s,
+            pue: ratio(self.facility_j, self.it_j),
+            pue_p95_15min: p95,
+            pue_boundary: PUE_BOUNDARY.to_string(),
+            it_energy_kwh: it_kwh,
+            facility_energy_kwh: facility_kwh,
+            cooling_energy_kwh: cooling_j / J_PER_KWH,
+            cdu_pump_energy_kwh: self.cdu_pumps_j / J_PER_KWH,
+            facility_pump_energy_kwh: self.facility_pumps_j / J_PER_KWH,
+            rejection_fan_energy_kwh: self.rejection_fans_j / J_PER_KWH,
+            chiller_energy_kwh: self.chiller_j / J_PER_KWH,
+            air_handler_energy_kwh: self.air_handler_fans_j / J_PER_KWH,
+            heat_pump_energy_kwh: self.heat_pump_j / J_PER_KWH,
+            electrical_loss_energy_kwh: self.electrical_losses_j / J_PER_KWH,
+            misc_energy_kwh: self.misc_j / J_PER_KWH,
+            throttle_gpu_s: self.throttle_gpu_s,
+            near_throttle_gpu_s: self.near_throttle_gpu_s,
+            gpu_shutdowns: self.gpu_shutdowns,
+            failed_jobs: self.failed_jobs,
+            work_done_gpu_s: self.work_done,
+            work_demanded_gpu_s: self.work_demanded,
+            work_lost_pct: if self.work_demanded > 0.0 {
+                100.0 * (1.0 - self.work_done / self.work_demanded)
+            } else {
+                0.0
+            },
+            budget_exceed_kwh: self.budget_exceed_j / J_PER_KWH,
+            budget_exceed_longest_s: self.exceed_longest_s,
+            peak_15min_kw: peak,
+            water_l: self.water_l,
+            wue_l_per_kwh: ratio(self.water_l, it_kwh),
+            heat_reused_kwh: self.heat_reused_j / J_PER_KWH,
+            ere: ratio(self.facility_j - self.heat_reused_j, self.it_j),
+            energy_balance_error_pct: if self.heat_in_j > 0.0 {
+                100.0 * imbalance.abs() / self.heat_in_j
+            } else {
+                0.0
+            },
+            supply_temp_max_dev_k: self.supply_temp_max_dev_k,
+            setpoint_writes: self.setpoint_writes,
+            rejected_writes: self.rejected_writes,
+            supply_setpoint_travel_k: self.supply_setpoint_travel_k,
+            flow_setpoint_travel_lpm: self.flow_setpoint_travel_lpm,
+            facility_setpoint_travel_k: self.facility_setpoint_travel_k,
+            gpu_temp_max_c: self.gpu_temp_max_c,
+        }
+    }
+}
+
+fn ratio(a: f64, b: f64) -> f64 {
+    if b > 0.0 {
+        a / b
+    } else {
+        f64::NAN
+    }
+}
+
+/// The plant's KPI report over the scored window (units in the names).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Kpis {
+    /// Length of the scored window, s.
+    pub scored_s: f64,
+    /// Energy-weighted PUE over the window.
+    pub pue: f64,
+    /// 95th percentile of the 15-minute PUEs.
+    pub pue_p95_15min: f64,
+    /// What the PUE divides by what.
+    pub pue_boundary: String,
+    /// IT energy at rack input, kWh.
+    pub it_energy_kwh: f64,
+    /// Total energy at the utility meter, kWh.
+    pub facility_energy_kwh: f64,
+    /// Cooling energy (CDU pumps + facility pumps + rejection fans + chiller + air handlers), kWh.
+    pub cooling_energy_kwh: f64,
+    /// CDU pumps, kWh.
+    pub cdu_pump_energy_kwh: f64,
+    /// Facility pumps, kWh.
+    pub facility_pump_energy_kwh: f64,
+    /// Dry-cooler / tower fans, kWh.
+    pub rejection_fan_energy_kwh: f64,
+    /// Chiller, kWh.
+    pub chiller_energy_kwh: f64,
+    /// Air-handler fans, kWh.
+    pub air_handler_energy_kwh: f64,
+    /// Heat-reuse heat pump, kWh (not cooling; inside the facility total).
+    pub heat_pump_energy_kwh: f64,
+    /// Transformer, UPS and PDU losses, kWh.
+    pub electrical_loss_energy_kwh: f64,
+    /// Lighting and misc, kWh.
+    pub misc_energy_kwh: f64,
+    /// Σ over GPUs of time in hardware slowdown, GPU-s.
+    pub throttle_gpu_s: f64,
+    /// Σ over GPUs of time within 5 K of slowdown, GPU-s.
+    pub near_throttle_gpu_s: f64,
+    /// GPU thermal shutdowns.
+    pub gpu_shutdowns: u64,
+    /// Jobs failed because a GPU shut down.
+    pub failed_jobs: u64,
+    /// GPU work done, GPU-s.
+    pub work_done_gpu_s: f64,
+    /// GPU work demanded with no caps and no throttling, GPU-s.
+    pub work_demanded_gpu_s: f64,
+    /// Lost work, % of demanded.
+    pub work_lost_pct: f64,
+    /// Energy above the site budget, kWh.
+    pub budget_exceed_kwh: f64,
+    /// Longest continuous budget exceedance, s.
+    pub budget_exceed_longest_s: f64,
+    /// Peak 15-minute average facility power, kW.
+    pub peak_15min_kw: f64,
+    /// Water consumed (adiabatic, tower), L.
+    pub water_l: f64,
+    /// Water usage effectiveness, L/kWh of IT energy.
+    pub wue_l_per_kwh: f64,
+    /// Heat delivered for reuse, kWh.
+    pub heat_reused_kwh: f64,
+    /// Energy reuse effectiveness.
+    pub ere: f64,
+    /// |heat in − heat out − stored| / heat in over the window, %.
+    pub energy_balance_error_pct: f64,
+    /// Max |CDU supply − setpoint| outside settling windows, K.
+    pub supply_temp_max_dev_k: f64,
+    /// Setpoint writes received by the devices.
+    pub setpoint_writes: u64,
+    /// Setpoint writes rejected as out of range.
+    pub rejected_writes: u64,
+    /// Actuator travel: Σ|Δ CDU supply setpoint|, K.
+    pub supply_setpoint_travel_k: f64,
+    /// Actuator travel: Σ|Δ CDU flow setpoint|, L/min.
+    pub flow_setpoint_travel_lpm: f64,
+    /// Actuator travel: Σ|Δ facility supply setpoint|, K.
+    pub facility_setpoint_travel_k: f64,
+    /// Hottest true GPU die temperature in the window, °C.
+    pub gpu_temp_max_c: f64,
+}

@@ -1,0 +1,1582 @@
+//! The plant: GPUs, racks, CDUs, facility water, heat rejection and the electrical chain, stepped
+//! in time. See `plant-model.md` for the equations; this file cites its sections.
+//!
+//! Stepping order within one step of length `dt`:
+//! 1. apply the supervisor's actions (setpoint writes with firmware limits, heartbeats, caps);
+//! 2. update fault states and the BMS-timeout fail-safe;
+//! 3. GPUs (§2): power with leakage and caps, die temperature by an exact first-order lag towards
+//!    `T_in + P·R(ṁ)`, slowdown with hysteresis, shutdown; racks (§3) sum power and heat;
+//! 4. CDUs and facility water (§4, §5) in sub-steps of at most [`SUBSTEP_MAX_S`]: local PI loops,
+//!    ε-NTU heat exchangers, loop thermal masses stepped exactly, heat rejection and staging;
+//! 5. electrical chain (§6) and KPI accumulation;
+//! 6. sensors (§9): bias, noise, quantisation, lag and faults → [`Measurements`].
+
+use crate::faults::{FaultKind, ScheduledFault, SensorFailure, SensorPoint};
+use crate::hx::{counterflow_conductance, counterflow_ntu, lag};
+use crate::kpi::{KpiAccumulator, Kpis, StepFlows};
+use coolplane_core::fluid::{
+    pg25_kg_s_to_lpm, pg25_lpm_to_kg_s, water_kg_s_to_lpm, AIR_CP_J_KG_K, PG25_CP_J_KG_K, PG25_DENSITY_KG_M3,
+    WATER_CP_J_KG_K, WATER_DENSITY_KG_M3, WATER_H_FG_J_KG,
+};
+use coolplane_core::signals::{
+    cdu_alarm, clock_event, Actions, CduMeasurement, FacilityMeasurement, GpuTelemetry, Measurements, Quality,
+    RackMeasurement, Reading,
+};
+use coolplane_core::site::{Site, SiteError};
+use coolplane_core::topology::Topology;
+use coolplane_core::weather::WeatherSample;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use rand_distr::StandardNormal;
+use thiserror::Error;
+
+/// Longest sub-step of the CDU and facility loops, s.
+pub const SUBSTEP_MAX_S: f64 = 5.0;
+/// A GPU that shut down restarts after this long, s.
+pub const GPU_RESTART_S: f64 = 600.0;
+/// Supply-temperature deviations are not scored for this long after a setpoint change, s.
+pub const SETTLING_S: f64 = 900.0;
+const THROTTLED: u8 = 1;
+const DEAD: u8 = 2;
+const PUMP_INERTIA_TAU_S: f64 = 2.0;
+const VALVE_MIN: f64 = 0.05;
+const FILM_EXPONENT: f64 = 0.7;
+const SECONDS_PER_YEAR: f64 = 365.0 * 86_400.0;
+const KELVIN: f64 = 273.15;
+
+/// The plant could not be built.
+#[derive(Debug, Error)]
+pub enum PlantError {
+    /// The site description is invalid.
+    #[error(transparent)]
+    Site(#[from] SiteError),
+    /// The site's design point is physically impossible (e.g. the HX approach cannot be reached).
+    #[error("site design point: {0}")]
+    Design(String),
+}
+
+/// Design constants of the CDUs of one `[[halls]]` entry.
+#[derive(Debug, Clone)]
+struct CduParams {
+    f_design_kg_s: f64,
+    f_full_kg_s: f64,
+    f_min_kg_s: f64,
+    f_max_kg_s: f64,
+    m_cold_design_kg_s: f64,
+    ua_design: f64,
+    r_hot_design: f64,
+    r_cold_design: f64,
+    c_loop_j_k: f64,
+    pump_design_w: f64,
+    gpu_ref_flow_kg_s: f64,
+    gpus_per_rack: usize,
+}
+
+/// Design constants of the heat rejection of one `[[halls]]` entry.
+#[derive(Debug, Clone)]
+struct RejectionParams {
+    c_water_design: f64,
+    c_air_full: f64,
+    ua_full: f64,
+    fan_full_w: f64,
+    fan_min_speed: f64,
+    tower: bool,
+    cycles: f64,
+    adiabatic: Option<(f64, f64)>,
+    c_facility_j_k: f64,
+    pump_design_w: f64,
+    m_facility_design_kg_s: f64,
+}
+
+#[derive(Debug, Clone, Default)]
+struct RackState {
+    share: f64,
+    inlet_c: f64,
+    outlet_c: f64,
+    flow_kg_s: f64,
+    power_w: f64,
+    gpu_max_true_c: f32,
+    gpu_max_reported_c: f32,
+}
+
+#[derive(Debug, Clone, Default)]
+struct CduState {
+    t_sup: f64,
+    t_ret: f64,
+    valve: f64,
+    valve_i: f64,
+    speed: f64,
+    flow_kg_s: f64,
+    running: u32,
+    standby: u32,
+    failover_until: Option<f64>,
+    sp_supply_remote: f64,
+    sp_flow_remote_lpm: f64,
+    sp_supply: f64,
+    sp_flow_lpm: f64,
+    last_heartbeat_s: f64,
+    fallback: bool,
+    sp_changed_at: f64,
+    fouling_rate_per_s: f64,
+    fouling_frac: f64,
+    extra_fouling_frac: f64,
+    valve_stuck: Option<f64>,
+    offline: bool,
+    q_liq_w: f64,
+    q_hx_w: f64,
+    pump_w: f64,
+    fac_in_c: f64,
+    bias: [f64; 4],
+    meas_lag: [f64; 4],
+    alarms: u16,
+}
+
+#[derive(Debug, Clone, Default)]
+struct HallState {
+    t_sup: f64,
+    t_ret: f64,
+    flow_kg_s: f64,
+    fan: f64,
+    fan_i: f64,
+    fan_avail: f64,
+    adiabatic: bool,
+    chiller: bool,
+    sat_timer_s: f64,
+    relax_timer_s: f64,
+    chiller_idle_s: f64,
+    sp_remote: f64,
+    sp: f64,
+    last_heartbeat_s: f64,
+    fallback: bool,
+    air_heat_w: f64,
+    ahu_w: f64,
+    pumps_w: f64,
+    fans_w: f64,
+    chiller_w: f64,
+    heat_pump_w: f64,
+    reused_w: f64,
+    water_l_s: f64,
+    bias: f64,
+    meas_lag: f64,
+}
+
+/// Electrical and cooling power of the last step, W (true values, for tests and validation).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct PowerBreakdown {
+    /// Utility meter.
+    pub facility_w: f64,
+    /// IT at rack input.
+    pub it_w: f64,
+    /// CDU pumps.
+    pub cdu_pumps_w: f64,
+    /// Facility pumps.
+    pub facility_pumps_w: f64,
+    /// Dry-cooler / tower fans.
+    pub rejection_fans_w: f64,
+    /// Chiller compressors.
+    pub chiller_w: f64,
+    /// Air-handler fans.
+    pub air_handler_fans_w: f64,
+    /// Heat-reuse heat pump.
+    pub heat_pump_w: f64,
+    /// Transformer + UPS + PDU losses.
+    pub electrical_losses_w: f64,
+}
+
+impl PowerBreakdown {
+    /// All cooling power, W.
+    pub fn cooling_w(&self) -> f64 {
+        self.cdu_pumps_w + self.facility_pumps_w + self.rejection_fans_w + self.chiller_w + self.air_handler_fans_w
+    }
+}
+
+/// The simulated plant. Construct with [`Plant::new`], drive with [`Plant::step`].
+#[derive(Debug, Clone)]
+pub struct Plant {
+    site: Site,
+    topo: Topology,
+    t_s: f64,
+    rng: ChaCha8Rng,
+    cdu_params: Vec<CduParams>,
+    rej_params: Vec<RejectionParams>,
+    // Per-GPU state (structure of arrays).
+    gpu_temp: Vec<f32>,
+    gpu_r_cond: Vec<f32>,
+    gpu_cap: Vec<f32>,
+    gpu_slot: Vec<u32>,
+    gpu_flags: Vec<u8>,
+    gpu_bias: Vec<f32>,
+    slot_util: Vec<f32>,
+    eff_util: Vec<f32>,
+    restarts: Vec<(u32, f64)>,
+    newly_dead: Vec<u32>,
+    racks: Vec<RackState>,
+    cdus: Vec<CduState>,
+    halls: Vec<HallState>,
+    faults: Vec<ScheduledFault>,
+    fault_active: Vec<bool>,
+    fault_stuck_value: Vec<f64>,
+    heat_wave_k: f64,
+    budget_w: f64,
+    load_storm: Option<f32>,
+    comms_loss: bool,
+    meas: Measurements,
+    power: PowerBreakdown,
+    scoring: bool,
+    kpi: KpiAccumulator,
+    last_dt_s: f64,
+}
+
+impl Plant {
+    /// Build the plant for a validated site, with all seeded plant effects drawn from `seed`.
+    pub fn new(site: &Site, seed: u64) -> Result<Self, PlantError> {
+        site.validate()?;
+        let topo = Topology::new(site);
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let mut cdu_params = Vec::new();
+        let mut rej_params = Vec::new();
+        for h in &site.halls {
+            let (c, r) = design_params(site, h)?;
+            cdu_params.push(c);
+            rej_params.push(r);
+        }
+        let n = topo.gpu_count;
+        let cp = &site.cold_plate;
+        let mut gpu_r_cond = Vec::with_capacity(n);
+        let mut gpu_bias = Vec::with_capacity(n);
+        for _ in 0..n {
+            let z: f64 = rng.sample(StandardNormal);
+            let r = cp.r_cond_k_per_w * (1.0 + cp.r_cond_spread_pct / 100.0 * z.clamp(-4.0, 4.0));
+            gpu_r_cond.push(r.max(cp.r_cond_k_per_w * 0.5) as f32);
+            let b: f64 = rng.sample(StandardNormal);
+            gpu_bias.push((b * site.sensors.gpu_temp_bias_k) as f32);
+        }
+        let mut racks = vec![RackState::default(); topo.racks.len()];
+        for c in &topo.cdus {
+            let spec = &topo.hall_spec(site, c.hall).rack;
+            let mut w: Vec<f64> = c
+                .racks
+                .clone()
+                .map(|_| 1.0 + spec.flow_imbalance_pct / 100.0 * (rng.random::<f64>() * 2.0 - 1.0))
+                .collect();
+            let sum: f64 = w.iter().sum();
+            for x in &mut w {
+                *x /= sum;
+            }
+            for (r, share) in c.racks.clone().zip(w) {
+                racks[r].share = share;
+            }
+        }
+        let mut cdus = Vec::with_capacity(topo.cdus.len());
+        for c in &topo.cdus {
+            let h = topo.hall_spec(site, c.hall);
+            let p = &cdu_params[topo.halls[c.hall].spec];
+            let mut bias = [0.0; 4];
+            for b in &mut bias {
+                *b = rng.sample::<f64, _>(StandardNormal) * site.sensors.temp_bias_k;
+            }
+            let fouling_mult = 0.5 + rng.random::<f64>();
+            let sp_flow = pg25_kg_s_to_lpm(p.f_design_kg_s);
+            cdus.push(CduState {
+                t_sup: h.cdu.supply_setpoint_c,
+                t_ret: h.cdu.supply_setpoint_c,
+                valve: 0.5,
+                valve_i: 0.5,
+                speed: p.f_design_kg_s / p.f_full_kg_s,
+                flow_kg_s: p.f_design_kg_s,
+                running: h.cdu.duty_pumps,
+                standby: h.cdu.standby_pumps,
+                failover_until: None,
+                sp_supply_remote: h.cdu.supply_setpoint_c,
+                sp_flow_remote_lpm: sp_flow,
+                sp_supply: h.cdu.supply_setpoint_c,
+                sp_flow_lpm: sp_flow,
+                last_heartbeat_s: 0.0,
+                fallback: false,
+                sp_changed_at: f64::NEG_INFINITY,
+                fouling_rate_per_s: h.cdu.fouling_pct_per_year / 100.0 * fouling_mult / SECONDS_PER_YEAR,
+                fouling_frac: 0.0,
+                extra_fouling_frac: 0.0,
+                valve_stuck: None,
+                offline: false,
+                q_liq_w: 0.0,
+                q_hx_w: 0.0,
+                pump_w: 0.0,
+                fac_in_c: h.facility.supply_setpoint_c,
+                bias,
+                meas_lag: [
+                    h.cdu.supply_setpoint_c,
+                    h.cdu.supply_setpoint_c,
+                    0.0,
+                    h.facility.supply_setpoint_c,
+                ],
+                alarms: 0,
+            });
+        }
+        let mut halls = Vec::with_capacity(topo.halls.len());
+        for h in &topo.halls {
+            let spec = &site.halls[h.spec];
+            let sp = spec.facility.supply_setpoint_c;
+            halls.push(HallState {
+                t_sup: sp,
+                t_ret: sp,
+                fan: 0.5,
+                fan_i: 0.5,
+                fan_avail: 1.0,
+                sp_remote: sp,
+                sp,
+                bias: rng.sample::<f64, _>(StandardNormal) * site.sensors.temp_bias_k,
+                meas_lag: sp,
+                ..Default::default()
+            });
+        }
+        let mut gpu_temp = vec![0.0f32; n];
+        for (ci, c) in topo.cdus.iter().enumerate() {
+            for r in c.racks.clone() {
+                for g in topo.racks[r].gpus.clone() {
+                    gpu_temp[g] = (cdus[ci].t_sup + 10.0) as f32;
+                }
+            }
+        }
+        let budget_w = site.site.power_budget_kw * 1000.0;
+        let mut plant = Self {
+            site: site.clone(),
+            cdu_params,
+            rej_params,
+            gpu_temp,
+            gpu_r_cond,
+            gpu_cap: vec![site.gpu.tdp_w as f32; n],
+            gpu_slot: vec![0; n],
+            gpu_flags: vec![0; n],
+            gpu_bias,
+            slot_util: vec![0.0],
+            eff_util: vec![0.0],
+            restarts: Vec::new(),
+            newly_dead: Vec::new(),
+            racks,
+            cdus,
+            halls,
+            faults: Vec::new(),
+            fault_active: Vec::new(),
+            fault_stuck_value: Vec::new(),
+            heat_wave_k: 0.0,
+            budget_w,
+            load_storm: None,
+            comms_loss: false,
+            meas: Measurements::default(),
+            power: PowerBreakdown::default(),
+            scoring: false,
+            kpi: KpiAccumulator::default(),
+            t_s: 0.0,
+            last_dt_s: 1.0,
+            rng,
+            topo,
+        };
+        plant.meas = plant.empty_measurements();
+        plant.kpi = KpiAccumulator::new(plant.stored_heat_j());
+        Ok(plant)
+    }
+
+    /// The site the plant was built from.
+    pub fn site(&self) -> &Site {
+        &self.site
+    }
+
+    /// The expanded topology.
+    pub fn topology(&self) -> &Topology {
+        &self.topo
+    }
+
+    /// Plant time, s since the start of the run.
+    pub fn time_s(&self) -> f64 {
+        self.t_s
+    }
+
+    /// Set the plant clock (before the first step), s.
+    pub fn set_time_s(&mut self, t_s: f64) {
+        self.t_s = t_s;
+        for c in &mut self.cdus {
+            c.last_heartbeat_s = t_s;
+        }
+        for h in &mut self.halls {
+            h.last_heartbeat_s = t_s;
+        }
+    }
+
+    /// Add a fault to the schedule.
+    pub fn schedule_fault(&mut self, fault: ScheduledFault) {
+        self.faults.push(fault);
+        self.fault_active.push(false);
+        self.fault_stuck_value.push(f64::NAN);
+    }
+
+    /// The last measurements, as the sensors reported them.
+    pub fn measurements(&self) -> &Measurements {
+        &self.meas
+    }
+
+    /// Start (or restart) the scored window: KPI accumulators are reset now.
+    pub fn start_scoring(&mut self) {
+        self.scoring = true;
+        self.kpi = KpiAccumulator::new(self.stored_heat_j());
+    }
+
+    /// KPIs over the scored window so far.
+    pub fn kpis(&self) -> Kpis {
+        self.kpi.report(self.stored_heat_j())
+    }
+
+    /// Count a failed job (called by the cluster scheduler).
+    pub fn record_failed_job(&mut self) {
+        if self.scoring {
+            self.kpi.failed_jobs += 1;
+        }
+    }
+
+    // ---- workload interface -------------------------------------------------------------
+
+    /// Number of job slots (slot 0 is "no job").
+    pub fn slot_count(&self) -> usize {
+        self.slot_util.len()
+    }
+
+    /// Make sure `slots` job slots exist (slot 0 is "no job" and always has utilisation 0).
+    pub fn ensure_slots(&mut self, slots: usize) {
+        if self.slot_util.len() < slots {
+            self.slot_util.resize(slots, 0.0);
+            self.eff_util.resize(slots, 0.0);
+        }
+    }
+
+    /// Set the utilisation of job slot `slot` (0–1). Slot 0 stays idle.
+    pub fn set_slot_util(&mut self, slot: u32, util: f32) {
+        if slot != 0 {
+            if let Some(u) = self.slot_util.get_mut(slot as usize) {
+                *u = util.clamp(0.0, 1.0);
+            }
+        }
+    }
+
+    /// Put GPU `gpu` under job slot `slot` (0: free).
+    pub fn assign_gpu(&mut self, gpu: u32, slot: u32) {
+        if let Some(s) = self.gpu_slot.get_mut(gpu as usize) {
+            *s = slot;
+        }
+    }
+
+    /// Job slot of each GPU.
+    pub fn gpu_slots(&self) -> &[u32] {
+        &self.gpu_slot
+    }
+
+    /// Whether GPU `gpu` is shut down.
+    pub fn gpu_is_down(&self, gpu: usize) -> bool {
+        self.gpu_flags[gpu] & DEAD != 0
+    }
+
+    /// GPUs that shut down during the last step.
+    pub fn newly_shut_down(&self) -> &[u32] {
+        &self.newly_dead
+    }
+
+    // ---- true state (for validation and tests; never handed to a controller) ---------------
+
+    /// True die temperatures, °C.
+    pub fn true_gpu_temps_c(&self) -> &[f32] {
+        &self.gpu_temp
+    }
+
+    /// True CDU supply temperature, °C.
+    pub fn true_cdu_supply_c(&self, cdu: usize) -> f64 {
+        self.cdus[cdu].t_sup
+    }
+
+    /// True CDU return temperature, °C.
+    pub fn true_cdu_return_c(&self, cdu: usize) -> f64 {
+        self.cdus[cdu].t_ret
+    }
+
+    /// True CDU secondary flow, kg/s.
+    pub fn true_cdu_flow_kg_s(&self, cdu: usize) -> f64 {
+        self.cdus[cdu].flow_kg_s
+    }
+
+    /// True heat a CDU took into its loop during the last step (IT liquid heat + pump heat), W.
+    pub fn true_cdu_heat_in_w(&self, cdu: usize) -> f64 {
+        self.cdus[cdu].q_liq_w + self.cdus[cdu].pump_w
+    }
+
+    /// True heat a CDU passed to facility water during the last step, W.
+    pub fn true_cdu_hx_w(&self, cdu: usize) -> f64 {
+        self.cdus[cdu].q_hx_w
+    }
+
+    /// True facility supply temperature of hall `h`, °C.
+    pub fn true_facility_supply_c(&self, h: usize) -> f64 {
+        self.halls[h].t_sup
+    }
+
+    /// Whether the trim chiller of hall `h` runs.
+    pub fn chiller_on(&self, h: usize) -> bool {
+        self.halls[h].chiller
+    }
+
+    /// Whether the adiabatic pre-cooling of hall `h` runs.
+    pub fn adiabatic_on(&self, h: usize) -> bool {
+        self.halls[h].adiabatic
+    }
+
+    /// Power breakdown of the last step.
+    pub fn power(&self) -> PowerBreakdown {
+        self.power
+    }
+
+    /// True rack power of the last step, W.
+    pub fn true_rack_power_w(&self, rack: usize) -> f64 {
+        self.racks[rack].power_w
+    }
+
+    /// Bytes of per-GPU state and telemetry (the arrays indexed by GPU), per GPU.
+    pub fn per_gpu_state_bytes(&self) -> usize {
+        use std::mem::size_of;
+        // State: temperature, conduction resistance, power limit, job slot, flags, sensor bias.
+        let state = 4 * size_of::<f32>() + size_of::<u32>() + size_of::<u8>();
+        // Telemetry: temperature, power, utilisation, power limit, clock events.
+        let telemetry = 4 * size_of::<f32>() + size_of::<u8>();
+        state + telemetry
+    }
+
+    /// Thermal energy stored in all liquid loops relative to 0 °C, J.
+    pub fn stored_heat_j(&self) -> f64 {
+        let c: f64 = self
+            .cdus
+            .iter()
+            .enumerate()
+            .map(|(i, c)| self.cdu_params[self.topo.halls[self.topo.cdus[i].hall].spec].c_loop_j_k * c.t_sup)
+            .sum();
+        let h: f64 = self
+            .halls
+            .iter()
+            .enumerate()
+            .map(|(i, h)| self.rej_params[self.topo.halls[i].spec].c_facility_j_k * h.t_sup)
+            .sum();
+        c + h
+    }
+
+    // ---- stepping -----------------------------------------------------------------------
+
+    /// Advance the plant by `dt_s` under outdoor conditions `ambient` and the supervisor's `actions`.
+    pub fn step(&mut self, dt_s: f64, ambient: &WeatherSample, actions: &Actions) {
+        let dt = if dt_s.is_finite() && dt_s > 0.0 { dt_s } else { return };
+        self.apply_faults();
+        self.apply_actions(actions);
+        let mut amb = *ambient;
+        amb.dry_bulb_c += self.heat_wave_k;
+        amb.wet_bulb_c += self.heat_wave_k;
+        self.update_fail_safes();
+        let work = self.step_gpus(dt);
+        let flows = self.step_loops(dt, &amb);
+        self.t_s += dt;
+        self.last_dt_s = dt;
+        let step = self.electrical(dt, flows, work);
+        if self.scoring {
+            self.kpi.add(&step);
+            self.score_supply_deviation();
+        }
+        self.measure(&amb);
+    }
+
+    fn apply_faults(&mut self) {
+        let t = self.t_s;
+        self.heat_wave_k = 0.0;
+        self.budget_w = self.site.site.power_budget_kw * 1000.0;
+        self.load_storm = None;
+        self.comms_loss = false;
+        for c in &mut self.cdus {
+            c.valve_stuck = None;
+            c.offline = false;
+            c.extra_fouling_frac = 0.0;
+        }
+        for h in &mut self.halls {
+            h.fan_avail = 1.0;
+        }
+        for i in 0..self.faults.len() {
+            let f = self.faults[i];
+            let active = f.active(t);
+            let was = self.fault_active[i];
+            self.fault_active[i] = active;
+            match f.fault {
+                FaultKind::PumpTrip { cdu } => {
+                    let Some(c) = self.cdus.get_mut(cdu as usize) else {
+                        continue;
+                    };
+                    let spec = &self.topo.hall_spec(&self.site, self.topo.cdus[cdu as usize].hall).cdu;
+                    if active && !was {
+                        c.running = c.running.saturating_sub(1);
+                        if c.standby > 0 {
+                            c.standby -= 1;
+                            c.failover_until = Some(t + spec.failover_delay_s);
+                        }
+                    } else if !active && was {
+                        c.standby += 1; // repaired pump returns as standby
+                    }
+                }
+                _ if !active => {}
+                FaultKind::ValveStuck { cdu, position } => {
+                    if let Some(c) = self.cdus.get_mut(cdu as usize) {
+                        c.valve_stuck = Some(position.clamp(0.0, 1.0));
+                    }
+                }
+                FaultKind::HxFouling { cdu, ua_loss_pct } => {
+                    if let Some(c) = self.cdus.get_mut(cdu as usize) {
+                        c.extra_fouling_frac = (ua_loss_pct / 100.0).clamp(0.0, 0.95);
+                    }
+                }
+                FaultKind::CduOffline { cdu } => {
+                    if let Some(c) = self.cdus.get_mut(cdu as usize) {
+                        c.offline = true;
+                    }
+                }
+                FaultKind::FanFailure { hall, fraction } => {
+                    if let Some(h) = self.halls.get_mut(hall as usize) {
+                        h.fan_avail = (1.0 - fraction).clamp(0.0, 1.0);
+                    }
+                }
+                FaultKind::CommsLoss => self.comms_loss = true,
+                FaultKind::Sensor { .. } => {}
+                FaultKind::HeatWave { offset_k } => self.heat_wave_k += offset_k,
+                FaultKind::BudgetCut { budget_kw } => self.budget_w = budget_kw * 1000.0,
+                FaultKind::LoadStorm { util } => self.load_storm = Some(util.clamp(0.0, 1.0) as f32),
+            }
+        }
+        // Standby pumps finish starting.
+        for c in &mut self.cdus {
+            if let Some(until) = c.failover_until {
+                if t >= until {
+                    c.running += 1;
+                    c.failover_until = None;
+                }
+            }
+        }
+    }
+
+    fn apply_actions(&mut self, actions: &Actions) {
+        let t = self.t_s;
+        let scoring = self.scoring;
+        for (i, cmd) in actions.cdus.iter().enumerate().take(self.cdus.len()) {
+            let c = &mut self.cdus[i];
+            if c.offline || self.comms_loss {
+                continue;
+            }
+            let spec = &self.site.halls[self.topo.halls[self.topo.cdus[i].hall].spec].cdu;
+            let p = &self.cdu_params[self.topo.halls[self.topo.cdus[i].hall].spec];
+            if cmd.heartbeat {
+                c.last_heartbeat_s = t;
+            }
+            if let Some(sp) = cmd.supply_temp_setpoint_c {
+                if sp.is_finite() && sp >= spec.supply_setpoint_min_c && sp <= spec.supply_setpoint_max_c {
+                    if scoring {
+                        self.kpi.setpoint_writes += 1;
+                        self.kpi.supply_setpoint_travel_k += (sp - c.sp_supply_remote).abs();
+                    }
+                    c.sp_supply_remote = sp;
+                } else if scoring {
+                    self.kpi.rejected_writes += 1;
+                }
+            }
+            if let Some(f) = cmd.flow_setpoint_lpm {
+                let lo = pg25_kg_s_to_lpm(p.f_min_kg_s);
+                let hi = pg25_kg_s_to_lpm(p.f_max_kg_s);
+                if f.is_finite() && f >= lo - 1e-9 && f <= hi + 1e-9 {
+                    if scoring {
+                        self.kpi.setpoint_writes += 1;
+                        self.kpi.flow_setpoint_travel_lpm += (f - c.sp_flow_remote_lpm).abs();
+                    }
+                    c.sp_flow_remote_lpm = f;
+                } else if scoring {
+                    self.kpi.rejected_writes += 1;
+                }
+            }
+        }
+        for (i, cmd) in actions.facilities.iter().enumerate().take(self.halls.len()) {
+            if self.comms_loss {
+                continue;
+            }
+            let h = &mut self.halls[i];
+            let spec = &self.site.halls[self.topo.halls[i].spec].facility;
+            let max = coolplane_core::site::water_class_max_c(&spec.water_class).unwrap_or(60.0);
+            if cmd.heartbeat {
+                h.last_heartbeat_s = t;
+            }
+            if let Some(sp) = cmd.supply_temp_setpoint_c {
+                if sp.is_finite() && sp >= spec.supply_setpoint_min_c && sp <= max {
+                    if scoring {
+                        self.kpi.setpoint_writes += 1;
+                        self.kpi.facility_setpoint_travel_k += (sp - h.sp_remote).abs();
+                    }
+                    h.sp_remote = sp;
+                } else if scoring {
+                    self.kpi.rejected_writes += 1;
+                }
+            }
+        }
+        if !self.comms_loss {
+            let min = self.site.gpu.min_cap_w as f32;
+            let max = self.site.gpu.tdp_w as f32;
+            for pl in &actions.power_limits {
+                let Some(rack) = self.topo.racks.get(pl.rack as usize) else {
+                    continue;
+                };
+                for (g, &w) in rack.gpus.clone().zip(pl.limits_w.iter()) {
+                    // The device clamps to its own limits; NaN is ignored.
+                    if w.is_finite() {
+                        self.gpu_cap[g] = w.clamp(min, max);
+                    }
+                }
+            }
+        }
+    }
+
+    fn update_fail_safes(&mut self) {
+        let t = self.t_s;
+        for (i, c) in self.cdus.iter_mut().enumerate() {
+            let spec_idx = self.topo.halls[self.topo.cdus[i].hall].spec;
+            let spec = &self.site.halls[spec_idx].cdu;
+            let p = &self.cdu_params[spec_idx];
+            c.fallback = t - c.last_heartbeat_s > spec.bms_timeout_s;
+            let (sp, fl) = if c.fallback {
+                (spec.supply_setpoint_c, pg25_kg_s_to_lpm(p.f_design_kg_s))
+            } else {
+                (c.sp_supply_remote, c.sp_flow_remote_lpm)
+            };
+            if (sp - c.sp_supply).abs() > 0.05 {
+                c.sp_changed_at = t;
+            }
+            c.sp_supply = sp;
+            c.sp_flow_lpm = fl;
+        }
+        for (i, h) in self.halls.iter_mut().enumerate() {
+            let spec = &self.site.halls[self.topo.halls[i].spec].facility;
+            h.fallback = t - h.last_heartbeat_s > spec.bms_timeout_s;
+            h.sp = if h.fallback {
+                spec.supply_setpoint_c
+            } else {
+                h.sp_remote
+            };
+        }
+    }
+
+    /// GPUs and racks. Returns (work done, work demanded, throttled, near) for the step.
+    fn step_gpus(&mut self, dt: f64) -> (f64, f64, u64, u64) {
+        let g = &self.site.gpu;
+        let idle = g.idle_w as f32;
+        let dyn_w = (g.tdp_w - g.idle_w) as f32;
+        let beta = g.leakage_per_k as f32;
+        let alpha = g.perf_alpha as f32;
+        let slow = g.slowdown_c as f32;
+        let release = (g.slowdown_c - g.slowdown_hysteresis_k) as f32;
+        let near = (g.slowdown_c - 5.0) as f32;
+        let max_op = g.max_operating_c as f32;
+        let shutdown = g.shutdown_c as f32;
+        let k = (-dt / g.tau_s).exp() as f32;
+        let dt_over_tau = (dt / g.tau_s) as f32;
+        let cp = &self.site.cold_plate;
+        // Effective utilisation per slot (load storm overrides).
+        for (e, &u) in self.eff_util.iter_mut().zip(self.slot_util.iter()) {
+            *e = match self.load_storm {
+                Some(s) => s,
+                None => u,
+            };
+        }
+        self.eff_util[0] = 0.0;
+        self.newly_dead.clear();
+        // Restart GPUs whose restart time has come.
+        let t_end = self.t_s + dt;
+        let flags = &mut self.gpu_flags;
+        self.restarts.retain(|&(gpu, at)| {
+            if t_end >= at {
+                flags[gpu as usize] &= !DEAD;
+                false
+            } else {
+                true
+            }
+        });
+        let telemetry = &mut self.meas.gpus;
+        let (mut work, mut demand, mut thr_n, mut near_n) = (0.0f64, 0.0f64, 0u64, 0u64);
+        let mut max_all = f32::MIN;
+        for (r, rack) in self.topo.racks.iter().enumerate() {
+            let spec_idx = self.topo.halls[rack.hall].spec;
+            let p = &self.cdu_params[spec_idx];
+            let rs = &self.site.halls[spec_idx].rack;
+            let cdu = &self.cdus[rack.cdu];
+            let rstate = &mut self.racks[r];
+            rstate.flow_kg_s = cdu.flow_kg_s * rstate.share;
+            rstate.inlet_c = cdu.t_sup + rs.manifold_pickup_k;
+            let m_g = (rstate.flow_kg_s / p.gpus_per_rack as f64).max(1e-6);
+            let r_flow = (cp.r_conv_ref_k_per_w * (p.gpu_ref_flow_kg_s / m_g).powf(cp.conv_exponent)
+                + 1.0 / (2.0 * m_g * PG25_CP_J_KG_K)) as f32;
+            let t_in = rstate.inlet_c as f32;
+            let range = rack.gpus.clone();
+            let temp = &mut self.gpu_temp[range.clone()];
+            let rc = &self.gpu_r_cond[range.clone()];
+            let cap = &self.gpu_cap[range.clone()];
+            let slot = &self.gpu_slot[range.clone()];
+            let fl = &mut self.gpu_flags[range.clone()];
+            let bias = &self.gpu_bias[range.clone()];
+            let out_t = &mut telemetry.temp_c[range.clone()];
+            let out_p = &mut telemetry.power_w[range.clone()];
+            let out_u = &mut telemetry.util[range.clone()];
+            let out_e = &mut telemetry.clock_events[range.clone()];
+            let (mut p_sum, mut w_sum, mut d_sum) = (0.0f32, 0.0f32, 0.0f32);
+            let (mut thr_c, mut near_c) = (0u32, 0u32);
+            let (mut t_max, mut rep_max) = (f32::MIN, f32::MIN);
+            for i in 0..temp.len() {
+                let u = self.eff_util[slot[i] as usize];
+                let t = temp[i];
+                let f = fl[i];
+                let alive = f & DEAD == 0;
+                let p_static = idle * (1.0 + beta * (t - 60.0)).max(0.2);
+                let p_dem = if alive { p_static + u * dyn_w } else { 0.0 };
+                let capped = p_dem > cap[i];
+                let p_cap = if capped { cap[i] } else { p_dem };
+                let throttled = f & THROTTLED != 0;
+                let pw = if throttled { 0.6 * p_cap } else { p_cap };
+                let mut perf = if capped { (p_cap / p_dem).powf(alpha) } else { 1.0 };
+                if throttled {
+                    perf *= 0.5;
+                }
+                let t_ss = t_in + pw * (rc[i] + r_flow);
+                let mut t_new = t_ss + (t - t_ss) * k;
+                let (mut pw, mut perf) = (pw, perf);
+                let mut now_thr = alive && (t_new >= slow || (throttled && t_new > release));
+                let mut nf = if now_thr { f | THROTTLED } else { f & !THROTTLED };
+                if alive && !throttled && t_new >= slow && t < slow {
+                    // Hardware slowdown engages the moment the die crosses the slowdown
+                    // temperature, not at the end of the step: split the step there.
+                    let theta = crossing_fraction(t, t_ss, slow, dt_over_tau);
+                    let t_ss2 = t_in + 0.6 * pw * (rc[i] + r_flow);
+                    t_new = t_ss2 + (slow - t_ss2) * (-(1.0 - theta) * dt_over_tau).exp();
+                    pw *= theta + (1.0 - theta) * 0.6;
+                    perf *= theta + (1.0 - theta) * 0.5;
+                    now_thr = true;
+                    nf = f | THROTTLED;
+                }
+                if alive && t_new >= shutdown {
+                    // Thermal shutdown at the crossing: power stops, the die cools towards the inlet.
+                    let t_ss_now = if now_thr {
+                        t_in + 0.6 * p_cap * (rc[i] + r_flow)
+                    } else {
+                        t_ss
+                    };
+                    let t_from = t.min(shutdown);
+                    let theta = crossing_fraction(t_from, t_ss_now, shutdown, dt_over_tau);
+                    t_new = t_in + (shutdown - t_in) * (-(1.0 - theta) * dt_over_tau).exp();
+                    pw *= theta;
+                    perf *= theta;
+                    nf = DEAD;
+                    self.newly_dead.push((range.start + i) as u32);
+                }
+                temp[i] = t_new;
+                fl[i] = nf;
+                p_sum += pw;
+                w_sum += u * if alive { perf } else { 0.0 };
+                d_sum += u;
+                thr_c += now_thr as u32;
+                near_c += (t_new >= near) as u32;
+                t_max = t_max.max(t_new);
+                let rep = (t_new + bias[i]).round();
+                rep_max = rep_max.max(rep);
+                out_t[i] = rep;
+                out_p[i] = pw.round();
+                out_u[i] = u;
+                out_e[i] = (capped as u8 * clock_event::SW_POWER_CAP)
+                    | (now_thr as u8 * clock_event::HW_SLOWDOWN)
+                    | ((t_new >= max_op) as u8 * clock_event::SW_THERMAL)
+                    | ((nf & DEAD != 0) as u8 * clock_event::HW_THERMAL);
+            }
+            let n_gpu = temp.len() as f64;
+            rstate.power_w =
+                p_sum as f64 * (1.0 + rs.node_overhead_frac) + rs.nodes_per_rack as f64 * rs.node_base_w + rs.switch_w;
+            rstate.gpu_max_true_c = t_max;
+            rstate.gpu_max_reported_c = rep_max;
+            let _ = n_gpu;
+            work += w_sum as f64 * dt;
+            demand += d_sum as f64 * dt;
+            thr_n += thr_c as u64;
+            near_n += near_c as u64;
+            max_all = max_all.max(t_max);
+        }
+        telemetry.power_limit_w.copy_from_slice(&self.gpu_cap);
+        for &gpu in &self.newly_dead {
+            self.restarts.push((gpu, t_end + GPU_RESTART_S));
+        }
+        if self.scoring {
+            self.kpi.gpu_shutdowns += self.newly_dead.len() as u64;
+            self.kpi.gpu_temp_max_c = self.kpi.gpu_temp_max_c.max(max_all as f64);
+        }
+        (work, demand, thr_n, near_n)
+    }
+
+    /// CDUs, facility water and heat rejection in sub-steps. Returns the energy flows of the step.
+    fn step_loops(&mut self, dt: f64, amb: &WeatherSample) -> StepFlows {
+        let n_sub = (dt / SUBSTEP_MAX_S).ceil().max(1.0) as usize;
+        let h = dt / n_sub as f64;
+        let mut flows = StepFlows {
+            dt_s: dt,
+            ..Default::default()
+        };
+        // Heat each CDU and hall takes this step (constant over the sub-steps).
+        for c in &mut self.cdus {
+            c.q_liq_w = 0.0;
+        }
+        for hs in &mut self.halls {
+            hs.air_heat_w = 0.0;
+        }
+        for (r, rack) in self.topo.racks.iter().enumerate() {
+            let f_liq = self.site.halls[self.topo.halls[rack.hall].spec].rack.heat_to_liquid;
+            let pw = self.racks[r].power_w;
+            self.cdus[rack.cdu].q_liq_w += f_liq * pw;
+            self.halls[rack.hall].air_heat_w += (1.0 - f_liq) * pw;
+        }
+        let mut cdu_e_hx = vec![0.0f64; self.cdus.len()];
+        let mut cdu_e_pump = vec![0.0f64; self.cdus.len()];
+        let mut hall_acc = vec![[0.0f64; 8]; self.halls.len()];
+        let t0 = self.t_s;
+        for s in 0..n_sub {
+            let t = t0 + s as f64 * h;
+            for (hi, hall) in self.topo.halls.iter().enumerate() {
+                let spec_idx = hall.spec;
+                let spec = &self.site.halls[spec_idx];
+                let p = self.cdu_params[spec_idx].clone();
+                let rp = &self.rej_params[spec_idx];
+                let t_fac = self.halls[hi].t_sup;
+                let mut q_to_fac = 0.0;
+                let mut fac_flow = 0.0;
+                let mut pumps_w = 0.0;
+                for ci in hall.cdus.clone() {
+                    let c = &mut self.cdus[ci];
+                    // Pump speed loop (integral action on the flow error) and available pumps.
+                    let avail = (c.running.min(spec.cdu.duty_pumps) as f64) / spec.cdu.duty_pumps as f64;
+                    let cap = p.f_full_kg_s * avail;
+                    let f_sp = pg25_lpm_to_kg_s(c.sp_flow_lpm);
+                    let f_now = c.speed * cap;
+                    c.speed = (c.speed + 0.6 * (h / SUBSTEP_MAX_S).min(1.0) * (f_sp - f_now) / p.f_full_kg_s)
+                        .clamp(spec.cdu.pump_min_speed, 1.0);
+                    let f_target = (c.speed * cap).max(p.f_design_kg_s * 1e-3);
+                    c.flow_kg_s = lag(c.flow_kg_s, f_target, h, PUMP_INERTIA_TAU_S);
+                    let pump_w = p.pump_design_w * (c.flow_kg_s / p.f_design_kg_s).powi(3);
+                    // Facility valve PI on supply temperature, with anti-windup by back-calculation.
+                    let e = c.t_sup - c.sp_supply;
+                    let kp = spec.cdu.valve_kp_per_k;
+                    c.valve_i += kp * h / spec.cdu.valve_ti_s * e;
+                    let v_unsat = kp * e + c.valve_i;
+                    let v = v_unsat.clamp(VALVE_MIN, 1.0);
+                    if v != v_unsat {
+                        c.valve_i = v - kp * e;
+                    }
+                    c.valve = c.valve_stuck.unwrap_or(v).max(VALVE_MIN * 0.2);
+                    // Heat exchanger, ε-NTU with flow-dependent film resistances and fouling.
+                    c.fouling_frac = (c.fouling_frac + c.fouling_rate_per_s * h).min(0.9);
+                    let ua_frac = (1.0 - c.fouling_frac) * (1.0 - c.extra_fouling_frac);
+                    let m_h = c.flow_kg_s;
+                    let m_c = c.valve * p.m_cold_design_kg_s;
+                    let r_h = p.r_hot_design * (p.f_design_kg_s / m_h).powf(FILM_EXPONENT);
+                    let r_c = p.r_cold_design * (p.m_cold_design_kg_s / m_c).powf(FILM_EXPONENT);
+                    let r_f = (1.0 / ua_frac - 1.0) / p.ua_design;
+                    let ua = 1.0 / (r_h + r_c + r_f);
+                    let c_h = m_h * PG25_CP_J_KG_K;
+                    let a = counterflow_conductance(ua, c_h, m_c * WATER_CP_J_KG_K);
+                    // Loop: C·dT/dt = Q_in − a·(T + Q_in/C_h − T_fac), stepped exactly.
+                    let q_in = c.q_liq_w + pump_w;
+                    let t_old = c.t_sup;
+                    let t_new = if a > 1e-9 {
+                        let t_ss = t_fac + q_in * (1.0 - a / c_h) / a;
+                        lag(t_old, t_ss, h, p.c_loop_j_k / a)
+                    } else {
+                        t_old + q_in * h / p.c_loop_j_k
+                    };
+                    c.t_sup = t_new;
+                    c.t_ret = t_new + q_in / c_h;
+                    c.fac_in_c = t_fac;
+                    let e_hx = q_in * h - p.c_loop_j_k * (t_new - t_old);
+                    cdu_e_hx[ci] += e_hx;
+                    cdu_e_pump[ci] += pump_w * h;
+                    q_to_fac += e_hx / h;
+                    fac_flow += m_c;
+                    pumps_w += pump_w;
+                    let _ = t;
+                }
+                // Facility water and heat rejection.
+                let hs = &mut self.halls[hi];
+                let fw = &spec.facility;
+                let m_f = fac_flow.max(0.05 * rp.m_facility_design_kg_s);
+                let c_w = m_f * WATER_CP_J_KG_K;
+                let fac_pump_w = rp.pump_design_w * (m_f / rp.m_facility_design_kg_s).powi(3);
+                let ahu_w = spec.air.fan_kw_per_kw * hs.air_heat_w;
+                let q_in_f = q_to_fac + hs.air_heat_w + ahu_w + fac_pump_w;
+                // Heat reuse: the heat pump takes what district heating asks for from the return water.
+                let (q_reuse, hp_w) = match &fw.heat_reuse {
+                    Some(hr) => {
+                        let demand = hr.capacity_kw
+                            * 1000.0
+                            * if amb.dry_bulb_c < hr.heating_limit_c {
+                                1.0
+                            } else {
+                                hr.summer_demand_frac
+                            };
+                        let q = demand.min(0.8 * q_in_f.max(0.0));
+                        let t_src = hs.t_sup + q_in_f / c_w + KELVIN;
+                        let t_hot = hr.delivery_c + KELVIN;
+                        let cop = (hr.carnot_efficiency * t_hot / (t_hot - t_src).max(1.0)).clamp(1.5, 8.0);
+                        (q, q / (cop - 1.0))
+                    }
+                    None => (0.0, 0.0),
+                };
+                // Primary heat rejection.
+                let fan_eff = hs.fan * hs.fan_avail;
+                let (t_air, wet) = match (&fw.dry_coolers, rp.tower) {
+                    (_, true) => (amb.wet_bulb_c, true),
+                    (Some(_), false) => match (hs.adiabatic, rp.adiabatic) {
+                        (true, Some((eff, _))) => (amb.dry_bulb_c - eff * (amb.dry_bulb_c - amb.wet_bulb_c), false),
+                        _ => (amb.dry_bulb_c, false),
+                    },
+                    (None, false) => (amb.dry_bulb_c, false),
+                };
+                let c_air = rp.c_air_full * fan_eff.max(0.02);
+                let ua = rp.ua_full * fan_eff.max(0.02).powf(0.8);
+                let a = counterflow_conductance(ua, c_w, c_air);
+                let net_in = q_in_f - q_reuse;
+                // Trim chiller: removes what free cooling leaves above the setpoint.
+                let t_after_free = hs.t_sup + net_in / c_w - a * (hs.t_sup + net_in / c_w - t_air) / c_w;
+                let q_ch = match (&fw.chiller, hs.chiller) {
+                    (Some(ch), true) => (c_w * (t_after_free - hs.sp)).clamp(0.0, ch.capacity_kw * 1000.0),
+                    _ => 0.0,
+                };
+                let chiller_w = match &fw.chiller {
+                    Some(ch) if q_ch > 0.0 => {
+                        let t_evap = hs.sp - 3.0 + KELVIN;
+                        let t_cond = if ch.condenser == "water-cooled" {
+                            amb.wet_bulb_c + 8.0
+                        } else {
+                            amb.dry_bulb_c + 12.0
+                        } + KELVIN;
+                        let cop = if t_cond > t_evap {
+                            (ch.carnot_efficiency * t_evap / (t_cond - t_evap)).min(ch.cop_max)
+                        } else {
+                            ch.cop_max
+                        };
+                        q_ch / cop.max(1.0)
+                    }
+                    _ => 0.0,
+                };
+                let c_f = rp.c_facility_j_k;
+                let t_old = hs.t_sup;
+                let t_new = if a > 1e-9 {
+                    let t_ss = t_air - net_in / c_w + (net_in - q_ch) / a;
+                    lag(t_old, t_ss, h, c_f / a)
+                } else {
+                    t_old + (net_in - q_ch) * h / c_f
+                };
+                hs.t_sup = t_new;
+                hs.t_ret = t_new + q_in_f / c_w;
+                hs.flow_kg_s = m_f;
+                let e_rej = (net_in - q_ch) * h - c_f * (t_new - t_old);
+                // Water: adiabatic pads or tower evaporation and blowdown.
+                let water_l_s = if wet {
+                    let evap = (e_rej / h).max(0.0) / WATER_H_FG_J_KG;
+                    evap * (1.0 + 1.0 / (rp.cycles - 1.0)) / WATER_DENSITY_KG_M3 * 1000.0
+                } else if let (true, Some((eff, ratio))) = (hs.adiabatic, rp.adiabatic) {
+                    let m_air = c_air / AIR_CP_J_KG_K;
+                    let evap =
+                        m_air * AIR_CP_J_KG_K * eff * (amb.dry_bulb_c - amb.wet_bulb_c).max(0.0) / WATER_H_FG_J_KG;
+                    evap * ratio / WATER_DENSITY_KG_M3 * 1000.0
+                } else {
+                    0.0
+                };
+                let fans_w = rp.fan_full_w * fan_eff.powi(3);
+                // Local fan loop (PI on facility supply) and staging of adiabatic assist and chiller.
+                let e = hs.t_sup - hs.sp;
+                let kp = 0.15;
+                hs.fan_i += kp * h / 240.0 * e;
+                let u = kp * e + hs.fan_i;
+                let fan = u.clamp(0.0, 1.0);
+                if fan != u {
+                    hs.fan_i = fan - kp * e;
+                }
+                // With the trim chiller running, free cooling is used to the full first.
+                hs.fan = if hs.chiller {
+                    hs.fan_i = 1.0;
+                    1.0
+                } else if fan < rp.fan_min_speed * 0.5 {
+                    0.0
+                } else {
+                    fan.max(rp.fan_min_speed)
+                };
+                let saturated = hs.fan >= 0.99 && e > 0.3;
+                hs.sat_timer_s = if saturated { hs.sat_timer_s + h } else { 0.0 };
+                hs.relax_timer_s = if hs.fan < 0.5 && e < 0.0 {
+                    hs.relax_timer_s + h
+                } else {
+                    0.0
+                };
+                if hs.sat_timer_s >= 300.0 {
+                    if rp.adiabatic.is_some() && !hs.adiabatic {
+                        hs.adiabatic = true;
+                        hs.sat_timer_s = 0.0;
+                    } else if fw.chiller.is_some() && !hs.chiller {
+                        hs.chiller = true;
+                        hs.chiller_idle_s = 0.0;
+                    }
+                }
+                if hs.chiller {
+                    hs.chiller_idle_s = if q_ch <= 0.0 { hs.chiller_idle_s + h } else { 0.0 };
+                    if hs.chiller_idle_s >= 900.0 {
+                        hs.chiller = false;
+                    }
+                } else if hs.adiabatic && hs.relax_timer_s >= 900.0 {
+                    hs.adiabatic = false;
+                    hs.relax_timer_s = 0.0;
+                }
+                let acc = &mut hall_acc[hi];
+                acc[0] += e_rej + q_ch * h + q_reuse * h; // heat out of the water
+                acc[1] += (hs.air_heat_w + ahu_w + fac_pump_w) * h; // heat into the water besides CDUs
+                acc[2] += fac_pump_w * h;
+                acc[3] += fans_w * h;
+                acc[4] += chiller_w * h;
+                acc[5] += ahu_w * h;
+                acc[6] += hp_w * h;
+                acc[7] += water_l_s * h;
+                hs.reused_w = q_reuse + hp_w;
+                hs.pumps_w = fac_pump_w;
+                hs.fans_w = fans_w;
+                hs.chiller_w = chiller_w;
+                hs.heat_pump_w = hp_w;
+                hs.ahu_w = ahu_w;
+                hs.water_l_s = water_l_s;
+                let _ = pumps_w;
+            }
+        }
+        let mut heat_in = 0.0;
+        for (ci, c) in self.cdus.iter_mut().enumerate() {
+            c.q_hx_w = cdu_e_hx[ci] / dt;
+            c.pump_w = cdu_e_pump[ci] / dt;
+            heat_in += c.q_liq_w * dt + cdu_e_pump[ci];
+            flows.cdu_pumps_w += c.pump_w;
+        }
+        for (hi, acc) in hall_acc.iter().enumerate() {
+            heat_in += acc[1];
+            flows.heat_out_j += acc[0];
+            flows.facility_pumps_w += acc[2] / dt;
+            flows.rejection_fans_w += acc[3] / dt;
+            flows.chiller_w += acc[4] / dt;
+            flows.air_handler_fans_w += acc[5] / dt;
+            flows.heat_pump_w += acc[6] / dt;
+            flows.water_l_per_s += acc[7] / dt;
+            flows.heat_reused_w += self.halls[hi].reused_w;
+        }
+        flows.heat_in_j = heat_in;
+        flows
+    }
+
+    fn electrical(&mut self, dt: f64, mut f: StepFlows, work: (f64, f64, u64, u64)) -> StepFlows {
+        let e = &self.site.electrical;
+        let it_w: f64 = self.racks.iter().map(|r| r.power_w).sum();
+        let pdu_in = it_w / e.pdu_efficiency;
+        let ups_eff = interp(&e.ups_efficiency_curve, pdu_in / (e.ups_rating_kw * 1000.0));
+        let ups_in = pdu_in / ups_eff;
+        let cooling = f.cdu_pumps_w + f.facility_pumps_w + f.rejection_fans_w + f.chiller_w + f.air_handler_fans_w;
+        let misc = self.site.site.misc_load_kw * 1000.0;
+        let out = ups_in + cooling + f.heat_pump_w + misc;
+        let rating = e.transformer_rating_kva * 1000.0;
+        let x = out / rating;
+        let xfmr_loss = rating * (e.transformer_no_load_loss_pct + e.transformer_load_loss_pct * x * x) / 100.0;
+        let facility = out + xfmr_loss;
+        f.dt_s = dt;
+        f.it_w = it_w;
+        f.facility_w = facility;
+        f.electrical_losses_w = (ups_in - it_w) + xfmr_loss;
+        f.misc_w = misc;
+        f.budget_w = self.budget_w;
+        f.work_done_gpu_s = work.0;
+        f.work_demanded_gpu_s = work.1;
+        f.throttled_gpus = work.2;
+        f.near_throttle_gpus = work.3;
+        self.power = PowerBreakdown {
+            facility_w: facility,
+            it_w,
+            cdu_pumps_w: f.cdu_pumps_w,
+            facility_pumps_w: f.facility_pumps_w,
+            rejection_fans_w: f.rejection_fans_w,
+            chiller_w: f.chiller_w,
+            air_handler_fans_w: f.air_handler_fans_w,
+            heat_pump_w: f.heat_pump_w,
+            electrical_losses_w: f.electrical_losses_w,
+        };
+        f
+    }
+
+    fn score_supply_deviation(&mut self) {
+        let t = self.t_s;
+        for c in &self.cdus {
+            if t - c.sp_changed_at >= SETTLING_S {
+                self.kpi.supply_temp_max_dev_k = self.kpi.supply_temp_max_dev_k.max((c.t_sup - c.sp_supply).abs());
+            }
+        }
+    }
+
+    fn empty_measurements(&self) -> Measurements {
+        let n = self.topo.gpu_count;
+        Measurements {
+            t_s: self.t_s,
+            cdus: vec![CduMeasurement::default(); self.cdus.len()],
+            facilities: vec![FacilityMeasurement::default(); self.halls.len()],
+            racks: vec![RackMeasurement::default(); self.racks.len()],
+            gpus: GpuTelemetry {
+                t_s: self.t_s,
+                temp_c: self.gpu_temp.clone(),
+                power_w: vec![0.0; n],
+                util: vec![0.0; n],
+                power_limit_w: self.gpu_cap.clone(),
+                clock_events: vec![0; n],
+            },
+            meter: Default::default(),
+        }
+    }
+
+    fn noise(&mut self, sigma: f64) -> f64 {
+        if sigma > 0.0 {
+            self.rng.sample::<f64, _>(StandardNormal) * sigma
+        } else {
+            0.0
+        }
+    }
+
+    fn measure(&mut self, amb: &WeatherSample) {
+        let t = self.t_s;
+        let s = self.site.sensors.clone();
+        self.meas.t_s = t;
+        self.meas.gpus.t_s = t;
+        // CDUs: biased, noisy, lagged (sensor time constant = delay), quantised to 0.1 (int16 ×10).
+        for i in 0..self.cdus.len() {
+            let spec_idx = self.topo.halls[self.topo.cdus[i].hall].spec;
+            let duty = self.site.halls[spec_idx].cdu.duty_pumps;
+            let c = self.cdus[i].clone();
+            let truth = [c.t_sup, c.t_ret, pg25_kg_s_to_lpm(c.flow_kg_s), c.fac_in_c];
+            let (bias, sp_s, sp_f, fallback, valve, speed, pump_w, offline) = (
+                c.bias,
+                c.sp_supply,
+                c.sp_flow_lpm,
+                c.fallback,
+                c.valve,
+                c.speed,
+                c.pump_w,
+                c.offline || self.comms_loss,
+            );
+            let mut v = [0.0; 4];
+            for k in 0..4 {
+                let noisy = if k == 2 {
+                    truth[k] * (1.0 + self.noise(s.flow_noise_pct / 100.0))
+                } else {
+                    truth[k] + bias[k] + self.noise(s.temp_noise_k)
+                };
+                // Temperature sensors respond with a first-order lag (time constant = delay_s).
+                let lagged = if k == 2 {
+                    noisy
+                } else {
+                    lag(c.meas_lag[k], noisy, self.last_dt_s, s.delay_s)
+                };
+                self.cdus[i].meas_lag[k] = lagged;
+                v[k] = q10(lagged);
+            }
+            let heat_kw = pg25_lpm_to_kg_s(v[2]) * PG25_CP_J_KG_K * (v[1] - v[0]) / 1000.0;
+            let mut alarms = 0u16;
+            if truth[2] < 0.5 * sp_f.max(1.0) && pg25_lpm_to_kg_s(sp_f) > 0.0 {
+                alarms |= cdu_alarm::LOW_FLOW;
+            }
+            if c.t_sup > sp_s + 2.0 {
+                alarms |= cdu_alarm::HIGH_SUPPLY_TEMP;
+            }
+            if c.failover_until.is_some() || c.running < duty {
+                alarms |= cdu_alarm::PUMP_FAULT;
+            }
+            if fallback {
+                alarms |= cdu_alarm::BMS_TIMEOUT;
+            }
+            if valve >= 0.999 && c.t_sup > sp_s + 0.5 {
+                alarms |= cdu_alarm::VALVE_SATURATED;
+            }
+            self.cdus[i].alarms = alarms;
+            let m = &mut self.meas.cdus[i];
+            if offline {
+                for r in [
+                    &mut m.supply_temp_c,
+                    &mut m.return_temp_c,
+                    &mut m.flow_lpm,
+                    &mut m.facility_in_temp_c,
+                    &mut m.heat_kw,
+                    &mut m.pump_speed_pct,
+                    &mut m.valve_pct,
+                    &mut m.pump_power_kw,
+                    &mut m.supply_setpoint_c,
+                    &mut m.flow_setpoint_lpm,
+                ] {
+                    r.quality = Quality::Bad;
+                }
+                continue;
+            }
+            m.supply_temp_c = Reading::good(v[0], t);
+            m.return_temp_c = Reading::good(v[1], t);
+            m.flow_lpm = Reading::good(v[2], t);
+            m.facility_in_temp_c = Reading::good(v[3], t);
+            m.heat_kw = Reading::good(q10(heat_kw), t);
+            m.pump_speed_pct = Reading::good(q10(speed * 100.0), t);
+            m.valve_pct = Reading::good(q10(valve * 100.0), t);
+            m.pump_power_kw = Reading::good(q10(pump_w / 1000.0), t);
+            m.supply_setpoint_c = Reading::good(q10(sp_s), t);
+            m.flow_setpoint_lpm = Reading::good(q10(sp_f), t);
+            m.alarms = alarms;
+            m.local_fallback = fallback;
+        }
+        for i in 0..self.halls.len() {
+            let spec = &self.site.halls[self.topo.halls[i].spec].facility;
+            let has_chiller = spec.chiller.is_some();
+            let n1 = self.noise(s.temp_noise_k);
+            let n2 = self.noise(s.temp_noise_k);
+            let h = &mut self.halls[i];
+            h.meas_lag = lag(h.meas_lag, h.t_sup + h.bias + n1, self.last_dt_s, s.delay_s);
+            let m = &mut self.meas.facilities[i];
+            if self.comms_loss {
+                m.supply_temp_c.quality = Quality::Bad;
+                continue;
+            }
+            m.supply_temp_c = Reading::good(q10(h.meas_lag), t);
+            m.return_temp_c = Reading::good(q10(h.t_ret + n2), t);
+            m.flow_lpm = Reading::good(q10(water_kg_s_to_lpm(h.flow_kg_s)), t);
+            m.supply_setpoint_c = Reading::good(q10(h.sp), t);
+            m.fan_speed_pct = Reading::good(q10(h.fan * 100.0), t);
+            m.adiabatic_on = h.adiabatic;
+            m.chiller_on = h.chiller && has_chiller;
+            m.fan_power_kw = Reading::good(q10(h.fans_w / 1000.0), t);
+            m.pump_power_kw = Reading::good(q10(h.pumps_w / 1000.0), t);
+            m.chiller_power_kw = Reading::good(q10(h.chiller_w / 1000.0), t);
+            m.outdoor_dry_bulb_c = Reading::good(q10(amb.dry_bulb_c), t);
+            m.outdoor_wet_bulb_c = Reading::good(q10(amb.wet_bulb_c), t);
+            m.local_fallback = h.fallback;
+        }
+        let pn = s.power_noise_pct / 100.0;
+        for r in 0..self.racks.len() {
+            let n = self.noise(pn);
+            let nt = self.noise(s.temp_noise_k);
+            let rs = &self.racks[r];
+            let m = &mut self.meas.racks[r];
+            m.it_power_kw = Reading::good(q10(rs.power_w / 1000.0 * (1.0 + n)), t);
+            m.inlet_temp_c = Reading::good(q10(rs.inlet_c + nt), t);
+            let rise = if rs.flow_kg_s > 0.0 { rs.power_w * 0.0 } else { 0.0 };
+            let _ = rise;
+            m.outlet_temp_c = Reading::good(q10(rs.outlet_c), t);
+            m.gpu_temp_max_c = Reading::good(rs.gpu_max_reported_c as f64, t);
+        }
+        // Rack outlet temperatures from the liquid heat of the last step.
+        for (r, rack) in self.topo.racks.iter().enumerate() {
+            let f_liq = self.site.halls[self.topo.halls[rack.hall].spec].rack.heat_to_liquid;
+            let rs = &mut self.racks[r];
+            rs.outlet_c = rs.inlet_c + f_liq * rs.power_w / (rs.flow_kg_s.max(1e-6) * PG25_CP_J_KG_K);
+            self.meas.racks[r].outlet_temp_c = Reading::good(q10(rs.outlet_c), t);
+        }
+        let pn1 = self.noise(pn);
+        let pn2 = self.noise(pn);
+        self.meas.meter.facility_power_kw = Reading::good(q10(self.power.facility_w / 1000.0 * (1.0 + pn1)), t);
+        self.meas.meter.it_power_kw = Reading::good(q10(self.power.it_w / 1000.0 * (1.0 + pn2)), t);
+        self.meas.meter.power_budget_kw = Reading::good(self.budget_w / 1000.0, t);
+        self.apply_sensor_faults();
+    }
+
+    fn apply_sensor_faults(&mut self) {
+        let t = self.t_s;
+        for i in 0..self.faults.len() {
+            let f = self.faults[i];
+            let FaultKind::Sensor { point, failure } = f.fault else {
+                continue;
+            };
+            if !self.fault_active[i] {
+                self.fault_stuck_value[i] = f64::NAN;
+                continue;
+            }
+            let reading: &mut Reading = match point {
+                SensorPoint::CduSupplyTemp(c) => match self.meas.cdus.get_mut(c as usize) {
+                    Some(m) => &mut m.supply_temp_c,
+                    None => continue,
+                },
+                SensorPoint::CduReturnTemp(c) => match self.meas.cdus.get_mut(c as usize) {
+                    Some(m) => &mut m.return_temp_c,
+                    None => continue,
+                },
+                SensorPoint::CduFlow(c) => match self.meas.cdus.get_mut(c as usize) {
+                    Some(m) => &mut m.flow_lpm,
+                    None => continue,
+                },
+                SensorPoint::FacilitySupplyTemp(h) => match self.meas.facilities.get_mut(h as usize) {
+                    Some(m) => &mut m.supply_temp_c,
+                    None => continue,
+                },
+                SensorPoint::GpuTemp(g) => {
+                    let Some(v) = self.meas.gpus.temp_c.get_mut(g as usize) else {
+                        continue;
+                    };
+                    match failure {
+                        SensorFailure::Stuck => {
+                            if self.fault_stuck_value[i].is_nan() {
+                                self.fault_stuck_value[i] = *v as f64;
+                            }
+                            *v = self.fault_stuck_value[i] as f32;
+                        }
+                        SensorFailure::Drift { rate_per_h } => *v += (rate_per_h * (t - f.start_s) / 3600.0) as f32,
+                        SensorFailure::Dropout | SensorFailure::Sentinel => *v = f32::NAN,
+                    }
+                    continue;
+                }
+            };
+            match failure {
+                SensorFailure::Stuck => {
+                    if self.fault_stuck_value[i].is_nan() {
+                        self.fault_stuck_value[i] = reading.value;
+                    }
+                    reading.value = self.fault_stuck_value[i];
+                }
+                SensorFailure::Drift { rate_per_h } => {
+                    reading.value = q10(reading.value + rate_per_h * (t - f.start_s) / 3600.0)
+                }
+                SensorFailure::Dropout => {
+                    reading.quality = Quality::Bad;
+                    reading.t_s = f.start_s;
+                }
+                SensorFailure::Sentinel => {
+                    reading.value = f64::NAN;
+                    reading.quality = Quality::Uncertain;
+                }
+            }
+        }
+    }
+}
+
+/// Fraction of a step (0–1) after which a first-order lag from `t0` towards `t_ss` reaches
+/// `target` (which lies between them); `dt_over_tau` is the step over the time constant.
+fn crossing_fraction(t0: f32, t_ss: f32, target: f32, dt_over_tau: f32) -> f32 {
+    let num = t0 - t_ss;
+    let den = target - t_ss;
+    if den.abs() < 1e-6 || num / den <= 1.0 {
+        return 0.0;
+    }
+    ((num / den).ln() / dt_over_tau).clamp(0.0, 1.0)
+}
+
+/// Quantise to 0.1 as an int16 ×10 register would.
+fn q10(x: f64) -> f64 {
+    if x.is_finite() {
+        (x * 10.0).round().clamp(-32768.0, 32767.0) / 10.0
+    } else {
+        x
+    }
+}
+
+fn interp(curve: &[[f64; 2]], x: f64) -> f64 {
+    match curve {
+        [] => 1.0,
+        [only] => only[1],
+        _ => {
+            if x <= curve[0][0] {
+                return curve[0][1];
+            }
+            for w in curve.windows(2) {
+                let ([x0, y0], [x1, y1]) = (w[0], w[1]);
+                if x <= x1 {
+                    return y0 + (y1 - y0) * (x - x0) / (x1 - x0);
+                }
+            }
+            curve[curve.len() - 1][1]
+        }
+    }
+}
+
+fn design_params(site: &Site, h: &coolplane_core::site::Hall) -> Result<(CduParams, RejectionParams), PlantError> {
+    let d = &h.cdu;
+    let q_d = d.design_load_kw * 1000.0;
+    let f_design = pg25_lpm_to_kg_s(d.design_flow_lpm_per_kw * d.design_load_kw);
+    let c_h = f_design * PG25_CP_J_KG_K;
+    let m_cold = q_d / (h.facility.design_delta_t_k * WATER_CP_J_KG_K);
+    let c_c = m_cold * WATER_CP_J_KG_K;
+    let (c_min, c_max) = (c_h.min(c_c), c_h.max(c_c));
+    let eps = q_d / (c_min * (q_d / c_h + d.hx_design_approach_k));
+    let ntu = counterflow_ntu(eps, c_min / c_max).ok_or_else(|| {
+        PlantError::Design(format!(
+            "{}: a {} K CDU approach at {} kW with these flows needs an effectiveness of {eps:.3}, which no heat exchanger reaches",
+            h.name, d.hx_design_approach_k, d.design_load_kw
+        ))
+    })?;
+    let ua = ntu * c_min;
+    let gpus_per_rack = (h.rack.nodes_per_rack * h.rack.gpus_per_node) as usize;
+    let cdu = CduParams {
+        f_design_kg_s: f_design,
+        f_full_kg_s: f_design * d.flow_max_frac,
+        f_min_kg_s: f_design * d.flow_min_frac,
+        f_max_kg_s: f_design * d.flow_max_frac,
+        m_cold_design_kg_s: m_cold,
+        ua_design: ua,
+        r_hot_design: 0.5 / ua,
+        r_cold_design: 0.5 / ua,
+        c_loop_j_k: d.loop_volume_m3 * PG25_DENSITY_KG_M3 * PG25_CP_J_KG_K,
+        pump_design_w: d.pump_design_power_kw * 1000.0,
+        gpu_ref_flow_kg_s: pg25_lpm_to_kg_s(site.cold_plate.ref_flow_lpm),
+        gpus_per_rack,
+    };
+    let fw = &h.facility;
+    let m_fac = m_cold * d.count as f64;
+    let c_w = m_fac * WATER_CP_J_KG_K;
+    let (cap_kw, approach, ratio, fan_kw, fan_min, tower, cycles, adiabatic) = match (&fw.dry_coolers, &fw.tower) {
+        (Some(dc), _) => (
+            dc.design_capacity_kw,
+            dc.design_approach_k,
+            dc.air_to_water_capacity_ratio,
+            dc.fan_power_kw,
+            dc.fan_min_speed,
+            false,
+            0.0,
+            dc.adiabatic.as_ref().map(|a| (a.effectiveness, a.water_per_evaporated)),
+        ),
+        (None, Some(t)) => (
+            t.design_capacity_kw,
+            t.design_approach_k,
+            1.5,
+            t.fan_power_kw,
+            0.15,
+            true,
+            t.cycles_of_concentration,
+            None,
+        ),
+        (None, None) => return Err(PlantError::Design(format!("{}: no heat rejection", h.name))),
+    };
+    // Design point: the design heat at the design water flow leaves `approach` above the air.
+    let c_w_design = cap_kw * 1000.0 / fw.design_delta_t_k;
+    let eps_r = fw.design_delta_t_k / (fw.design_delta_t_k + approach);
+    let ntu_r = counterflow_ntu(eps_r, 1.0 / ratio).ok_or_else(|| {
+        PlantError::Design(format!(
+            "{}: heat-rejection approach {approach} K is not reachable",
+            h.name
+        ))
+    })?;
+    let rej = RejectionParams {
+        c_water_design: c_w_design,
+        c_air_full: ratio * c_w_design,
+        ua_full: ntu_r * c_w_design,
+        fan_full_w: fan_kw * 1000.0,
+        fan_min_speed: fan_min,
+        tower,
+        cycles,
+        adiabatic,
+        c_facility_j_k: fw.loop_volume_m3 * WATER_DENSITY_KG_M3 * WATER_CP_J_KG_K,
+        pump_design_w: fw.pump_design_power_kw * 1000.0,
+        m_facility_design_kg_s: m_fac,
+    };
+    let _ = (c_w, rej.c_water_design);
+    Ok((cdu, rej))
+}
