@@ -249,6 +249,15 @@ pub struct TrimRespondParams {
     pub facility_respond_max_k: f64,
     /// CDU valve position above which a CDU raises a facility request, %.
     pub valve_request_pct: f64,
+    /// Commissioned upper bound of the CDU supply reset, K above the design setpoint.
+    ///
+    /// Requests only see today's temperatures; a contractor bounds the reset so that a rack
+    /// going from idle to full power at the reset limits still stays below slowdown (with the
+    /// cold-plate data of the site file: at design +3 K and 80 % flow a 1,000 W GPU with a
+    /// +4 σ cold plate reaches about 83 °C).
+    pub supply_max_above_design_k: f64,
+    /// Commissioned lower bound of the flow reset, fraction of design flow.
+    pub flow_min_frac: f64,
 }
 
 impl Default for TrimRespondParams {
@@ -267,6 +276,8 @@ impl Default for TrimRespondParams {
             facility_respond_k: 0.3,
             facility_respond_max_k: 1.0,
             valve_request_pct: 92.0,
+            supply_max_above_design_k: 3.0,
+            flow_min_frac: 0.8,
         }
     }
 }
@@ -330,6 +341,8 @@ impl Policy for TrimRespond {
             self.last_reset_s = Some(input.now_s);
             for (c, l) in limits.cdus.iter().enumerate() {
                 let req = self.cdu_requests(input, c);
+                let supply_max = l.supply_max_c.min(l.supply_design_c + p.supply_max_above_design_k);
+                let flow_min = l.flow_min_lpm.max(p.flow_min_frac * l.flow_design_lpm);
                 let s = &mut sp.cdus[c];
                 if req > p.ignored_requests {
                     let over = (req - p.ignored_requests) as f64;
@@ -340,10 +353,10 @@ impl Policy for TrimRespond {
                     reasons.push(format!(
                         "cdu {c}: {req} requests from hot GPUs: supply −{d_t:.1} K, flow +{d_f:.0} L/min"
                     ));
-                } else if s.supply_c < l.supply_max_c - 1e-9 {
-                    s.supply_c = (s.supply_c + p.supply_trim_k).min(l.supply_max_c);
+                } else if s.supply_c < supply_max - 1e-9 {
+                    s.supply_c = (s.supply_c + p.supply_trim_k).min(supply_max);
                 } else {
-                    s.flow_lpm = (s.flow_lpm - p.flow_trim_frac * l.flow_design_lpm).max(l.flow_min_lpm);
+                    s.flow_lpm = (s.flow_lpm - p.flow_trim_frac * l.flow_design_lpm).max(flow_min);
                 }
             }
             for (h, l) in limits.facilities.iter().enumerate() {

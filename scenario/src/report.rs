@@ -181,6 +181,8 @@ fn header(r: &RunReport) -> String {
 fn fmt_num(v: f64, decimals: usize) -> String {
     if v.is_nan() {
         "—".into()
+    } else if v != 0.0 && v.abs() < 0.5 * 10f64.powi(-(decimals as i32)) {
+        format!("{v:.2e}")
     } else {
         format!("{v:.decimals$}")
     }

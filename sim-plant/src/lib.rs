@@ -18,6 +18,7 @@
 
 pub mod cluster;
 pub mod faults;
+pub mod gpu;
 pub mod hx;
 pub mod kpi;
 pub mod perf_fit;

@@ -12,6 +12,7 @@
 //! 6. sensors (§9): bias, noise, quantisation, lag and faults → [`Measurements`].
 
 use crate::faults::{FaultKind, ScheduledFault, SensorFailure, SensorPoint};
+use crate::gpu::{kernel_exact, kernel_fast, GpuConsts, RackGpus, DEAD};
 use crate::hx::{counterflow_conductance, counterflow_ntu, lag};
 use crate::kpi::{KpiAccumulator, Kpis, StepFlows};
 use coolplane_core::fluid::{
@@ -19,8 +20,8 @@ use coolplane_core::fluid::{
     WATER_CP_J_KG_K, WATER_DENSITY_KG_M3, WATER_H_FG_J_KG,
 };
 use coolplane_core::signals::{
-    cdu_alarm, clock_event, Actions, CduMeasurement, FacilityMeasurement, GpuTelemetry, Measurements, Quality,
-    RackMeasurement, Reading,
+    cdu_alarm, Actions, CduMeasurement, FacilityMeasurement, GpuTelemetry, Measurements, Quality, RackMeasurement,
+    Reading,
 };
 use coolplane_core::site::{Site, SiteError};
 use coolplane_core::topology::Topology;
@@ -36,8 +37,6 @@ pub const SUBSTEP_MAX_S: f64 = 5.0;
 pub const GPU_RESTART_S: f64 = 600.0;
 /// Supply-temperature deviations are not scored for this long after a setpoint change, s.
 pub const SETTLING_S: f64 = 900.0;
-const THROTTLED: u8 = 1;
-const DEAD: u8 = 2;
 const PUMP_INERTIA_TAU_S: f64 = 2.0;
 const VALVE_MIN: f64 = 0.05;
 const FILM_EXPONENT: f64 = 0.7;
@@ -208,6 +207,9 @@ pub struct Plant {
     gpu_bias: Vec<f32>,
     slot_util: Vec<f32>,
     eff_util: Vec<f32>,
+    gpu_util: Vec<f32>,
+    scratch_temp: Vec<f32>,
+    scratch_flags: Vec<u8>,
     restarts: Vec<(u32, f64)>,
     newly_dead: Vec<u32>,
     racks: Vec<RackState>,
@@ -339,6 +341,7 @@ impl Plant {
             }
         }
         let budget_w = site.site.power_budget_kw * 1000.0;
+        let max_rack = topo.racks.iter().map(|r| r.gpus.len()).max().unwrap_or(0);
         let mut plant = Self {
             site: site.clone(),
             cdu_params,
@@ -351,6 +354,9 @@ impl Plant {
             gpu_bias,
             slot_util: vec![0.0],
             eff_util: vec![0.0],
+            gpu_util: vec![0.0; n],
+            scratch_temp: vec![0.0; max_rack],
+            scratch_flags: vec![0; max_rack],
             restarts: Vec::new(),
             newly_dead: Vec::new(),
             racks,
@@ -801,9 +807,29 @@ impl Plant {
                 true
             }
         });
+        let consts = GpuConsts {
+            idle_w: idle,
+            dyn_w,
+            beta,
+            alpha,
+            slow_c: slow,
+            release_c: release,
+            near_c: near,
+            max_op_c: max_op,
+            shutdown_c: shutdown,
+            k,
+            dt_over_tau,
+        };
+        // Per-GPU utilisation this step (a gather from the job slots).
+        let last = self.eff_util.len() - 1;
+        for (u, &s) in self.gpu_util.iter_mut().zip(self.gpu_slot.iter()) {
+            *u = self.eff_util[(s as usize).min(last)];
+        }
         let telemetry = &mut self.meas.gpus;
+        telemetry.util.copy_from_slice(&self.gpu_util);
         let (mut work, mut demand, mut thr_n, mut near_n) = (0.0f64, 0.0f64, 0u64, 0u64);
         let mut max_all = f32::MIN;
+        let mut died = Vec::new();
         for (r, rack) in self.topo.racks.iter().enumerate() {
             let spec_idx = self.topo.halls[rack.hall].spec;
             let p = &self.cdu_params[spec_idx];
@@ -815,96 +841,44 @@ impl Plant {
             let m_g = (rstate.flow_kg_s / p.gpus_per_rack as f64).max(1e-6);
             let r_flow = (cp.r_conv_ref_k_per_w * (p.gpu_ref_flow_kg_s / m_g).powf(cp.conv_exponent)
                 + 1.0 / (2.0 * m_g * PG25_CP_J_KG_K)) as f32;
-            let t_in = rstate.inlet_c as f32;
             let range = rack.gpus.clone();
-            let temp = &mut self.gpu_temp[range.clone()];
-            let rc = &self.gpu_r_cond[range.clone()];
-            let cap = &self.gpu_cap[range.clone()];
-            let slot = &self.gpu_slot[range.clone()];
-            let fl = &mut self.gpu_flags[range.clone()];
-            let bias = &self.gpu_bias[range.clone()];
-            let out_t = &mut telemetry.temp_c[range.clone()];
-            let out_p = &mut telemetry.power_w[range.clone()];
-            let out_u = &mut telemetry.util[range.clone()];
-            let out_e = &mut telemetry.clock_events[range.clone()];
-            let (mut p_sum, mut w_sum, mut d_sum) = (0.0f32, 0.0f32, 0.0f32);
-            let (mut thr_c, mut near_c) = (0u32, 0u32);
-            let (mut t_max, mut rep_max) = (f32::MIN, f32::MIN);
-            for i in 0..temp.len() {
-                let u = self.eff_util[slot[i] as usize];
-                let t = temp[i];
-                let f = fl[i];
-                let alive = f & DEAD == 0;
-                let p_static = idle * (1.0 + beta * (t - 60.0)).max(0.2);
-                let p_dem = if alive { p_static + u * dyn_w } else { 0.0 };
-                let capped = p_dem > cap[i];
-                let p_cap = if capped { cap[i] } else { p_dem };
-                let throttled = f & THROTTLED != 0;
-                let pw = if throttled { 0.6 * p_cap } else { p_cap };
-                let mut perf = if capped { (p_cap / p_dem).powf(alpha) } else { 1.0 };
-                if throttled {
-                    perf *= 0.5;
+            let n = range.len();
+            self.scratch_temp[..n].copy_from_slice(&self.gpu_temp[range.clone()]);
+            self.scratch_flags[..n].copy_from_slice(&self.gpu_flags[range.clone()]);
+            let mut g = RackGpus {
+                t_in: rstate.inlet_c as f32,
+                r_flow,
+                util: &self.gpu_util[range.clone()],
+                temp: &mut self.gpu_temp[range.clone()],
+                r_cond: &self.gpu_r_cond[range.clone()],
+                cap: &self.gpu_cap[range.clone()],
+                flags: &mut self.gpu_flags[range.clone()],
+                bias: &self.gpu_bias[range.clone()],
+                out_temp: &mut telemetry.temp_c[range.clone()],
+                out_power: &mut telemetry.power_w[range.clone()],
+                out_events: &mut telemetry.clock_events[range.clone()],
+            };
+            let sums = match kernel_fast(&consts, &mut g) {
+                Some(s) => s,
+                None => {
+                    g.temp.copy_from_slice(&self.scratch_temp[..n]);
+                    g.flags.copy_from_slice(&self.scratch_flags[..n]);
+                    died.clear();
+                    let s = kernel_exact(&consts, &mut g, &mut died);
+                    self.newly_dead.extend(died.iter().map(|&i| range.start as u32 + i));
+                    s
                 }
-                let t_ss = t_in + pw * (rc[i] + r_flow);
-                let mut t_new = t_ss + (t - t_ss) * k;
-                let (mut pw, mut perf) = (pw, perf);
-                let mut now_thr = alive && (t_new >= slow || (throttled && t_new > release));
-                let mut nf = if now_thr { f | THROTTLED } else { f & !THROTTLED };
-                if alive && !throttled && t_new >= slow && t < slow {
-                    // Hardware slowdown engages the moment the die crosses the slowdown
-                    // temperature, not at the end of the step: split the step there.
-                    let theta = crossing_fraction(t, t_ss, slow, dt_over_tau);
-                    let t_ss2 = t_in + 0.6 * pw * (rc[i] + r_flow);
-                    t_new = t_ss2 + (slow - t_ss2) * (-(1.0 - theta) * dt_over_tau).exp();
-                    pw *= theta + (1.0 - theta) * 0.6;
-                    perf *= theta + (1.0 - theta) * 0.5;
-                    now_thr = true;
-                    nf = f | THROTTLED;
-                }
-                if alive && t_new >= shutdown {
-                    // Thermal shutdown at the crossing: power stops, the die cools towards the inlet.
-                    let t_ss_now = if now_thr {
-                        t_in + 0.6 * p_cap * (rc[i] + r_flow)
-                    } else {
-                        t_ss
-                    };
-                    let t_from = t.min(shutdown);
-                    let theta = crossing_fraction(t_from, t_ss_now, shutdown, dt_over_tau);
-                    t_new = t_in + (shutdown - t_in) * (-(1.0 - theta) * dt_over_tau).exp();
-                    pw *= theta;
-                    perf *= theta;
-                    nf = DEAD;
-                    self.newly_dead.push((range.start + i) as u32);
-                }
-                temp[i] = t_new;
-                fl[i] = nf;
-                p_sum += pw;
-                w_sum += u * if alive { perf } else { 0.0 };
-                d_sum += u;
-                thr_c += now_thr as u32;
-                near_c += (t_new >= near) as u32;
-                t_max = t_max.max(t_new);
-                let rep = (t_new + bias[i]).round();
-                rep_max = rep_max.max(rep);
-                out_t[i] = rep;
-                out_p[i] = pw.round();
-                out_u[i] = u;
-                out_e[i] = (capped as u8 * clock_event::SW_POWER_CAP)
-                    | (now_thr as u8 * clock_event::HW_SLOWDOWN)
-                    | ((t_new >= max_op) as u8 * clock_event::SW_THERMAL)
-                    | ((nf & DEAD != 0) as u8 * clock_event::HW_THERMAL);
-            }
-            let n_gpu = temp.len() as f64;
-            rstate.power_w =
-                p_sum as f64 * (1.0 + rs.node_overhead_frac) + rs.nodes_per_rack as f64 * rs.node_base_w + rs.switch_w;
-            rstate.gpu_max_true_c = t_max;
-            rstate.gpu_max_reported_c = rep_max;
-            let _ = n_gpu;
-            work += w_sum as f64 * dt;
-            demand += d_sum as f64 * dt;
-            thr_n += thr_c as u64;
-            near_n += near_c as u64;
-            max_all = max_all.max(t_max);
+            };
+            rstate.power_w = sums.power_w as f64 * (1.0 + rs.node_overhead_frac)
+                + rs.nodes_per_rack as f64 * rs.node_base_w
+                + rs.switch_w;
+            rstate.gpu_max_true_c = sums.t_max;
+            rstate.gpu_max_reported_c = sums.reported_max;
+            work += sums.work as f64 * dt;
+            demand += sums.demand as f64 * dt;
+            thr_n += sums.throttled as u64;
+            near_n += sums.near as u64;
+            max_all = max_all.max(sums.t_max);
         }
         telemetry.power_limit_w.copy_from_slice(&self.gpu_cap);
         for &gpu in &self.newly_dead {
@@ -1457,17 +1431,6 @@ impl Plant {
             }
         }
     }
-}
-
-/// Fraction of a step (0–1) after which a first-order lag from `t0` towards `t_ss` reaches
-/// `target` (which lies between them); `dt_over_tau` is the step over the time constant.
-fn crossing_fraction(t0: f32, t_ss: f32, target: f32, dt_over_tau: f32) -> f32 {
-    let num = t0 - t_ss;
-    let den = target - t_ss;
-    if den.abs() < 1e-6 || num / den <= 1.0 {
-        return 0.0;
-    }
-    ((num / den).ln() / dt_over_tau).clamp(0.0, 1.0)
 }
 
 /// Quantise to 0.1 as an int16 ×10 register would.
