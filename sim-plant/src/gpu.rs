@@ -139,6 +139,7 @@ struct One {
 }
 
 #[inline(always)]
+#[allow(clippy::too_many_arguments)]
 fn one_fast(c: &GpuConsts, t_in: f32, r_flow: f32, u: f32, t: f32, rc: f32, cap: f32, f: u8) -> One {
     let alive = f & DEAD == 0;
     let p_static = c.idle_w * (1.0 + c.beta * (t - 60.0)).max(0.2);
