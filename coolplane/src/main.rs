@@ -67,6 +67,30 @@ enum ScenarioCommand {
         #[arg(long, default_value = "vendor-default,trim-respond", value_delimiter = ',')]
         policies: Vec<String>,
     },
+    /// Run every policy on every weather × period and print one Markdown table (the baseline study).
+    Matrix {
+        /// Built-in site or site file.
+        #[arg(long, default_value = "hall-10k")]
+        site: String,
+        /// Comma-separated weather sources (`synthetic` or .epw files).
+        #[arg(long, value_delimiter = ',', required = true)]
+        weather: Vec<String>,
+        /// Comma-separated periods.
+        #[arg(long, value_delimiter = ',', default_value = "typical-week,peak-heat-week")]
+        periods: Vec<String>,
+        /// Comma-separated policies; ratios are to the first.
+        #[arg(long, value_delimiter = ',', default_value = "vendor-default,trim-respond")]
+        policies: Vec<String>,
+        /// Seed.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Simulation step, s.
+        #[arg(long, default_value_t = 60.0)]
+        step: f64,
+        /// Print no progress.
+        #[arg(long)]
+        quiet: bool,
+    },
     /// List the scenario files shipped with the project.
     List,
 }
@@ -132,6 +156,15 @@ fn dispatch(cli: Cli) -> Result<()> {
         Command::Scenario { command } => match command {
             ScenarioCommand::Run { common, policy } => scenario_run(&common, &[policy]),
             ScenarioCommand::Compare { common, policies } => scenario_run(&common, &policies),
+            ScenarioCommand::Matrix {
+                site,
+                weather,
+                periods,
+                policies,
+                seed,
+                step,
+                quiet,
+            } => matrix(&site, &weather, &periods, &policies, seed, step, quiet),
             ScenarioCommand::List => {
                 for (name, text) in shipped_scenarios() {
                     let spec = ScenarioSpec::from_toml_str(name, text)?;
@@ -309,6 +342,54 @@ fn scenario_run(a: &ScenarioArgs, policies: &[String]) -> Result<()> {
     if reports.iter().any(|r| !r.checks.all_ok()) {
         bail!("a self-check of the harness failed (see `checks` in the report)");
     }
+    Ok(())
+}
+
+fn matrix(
+    site: &str,
+    weathers: &[String],
+    periods: &[String],
+    policies: &[String],
+    seed: u64,
+    step: f64,
+    quiet: bool,
+) -> Result<()> {
+    let mut rows = Vec::new();
+    for w in weathers {
+        for p in periods {
+            let args = ScenarioArgs {
+                scenario: None,
+                site: Some(site.to_string()),
+                weather: Some(w.clone()),
+                period: Some(p.clone()),
+                seed: Some(seed),
+                step: Some(step),
+                warmup_h: None,
+                out: None,
+                json: false,
+                quiet,
+            };
+            let (spec, base) = build_spec(&args)?;
+            let scenario = spec.resolve(&base)?;
+            for pol in policies {
+                let policy = coolplane_policies::by_name(pol.trim())?;
+                let mut progress = progress_printer(format!("{} {} {}", scenario.weather_name, p, pol), quiet);
+                let r = run(&scenario, policy, &RunOptions::default(), &mut progress)?;
+                finish_progress(quiet);
+                if !r.report.checks.all_ok() {
+                    bail!(
+                        "self-check failed for {} {} {}: {:?}",
+                        scenario.weather_name,
+                        p,
+                        pol,
+                        r.report.checks
+                    );
+                }
+                rows.push(r.report);
+            }
+        }
+    }
+    print!("{}", coolplane_scenario::report::markdown_matrix(&rows, policies.len()));
     Ok(())
 }
 

@@ -1710,22 +1710,6 @@ mod tests {
         let _ = s.sample(-1e-300);
     }
 
-    #[test]
-    fn sample_is_fast() {
-        let s = WeatherSeries::synthetic(&SyntheticClimate::default(), 1);
-        let start = std::time::Instant::now();
-        let mut acc = 0.0;
-        for minute in 0..525_600u32 {
-            acc += s.sample(f64::from(minute) * 60.0).wet_bulb_c;
-        }
-        let elapsed = start.elapsed();
-        assert!(acc.is_finite());
-        eprintln!("525,600 samples took {elapsed:?}");
-        // The target is well under 50 ms in an optimised build; the bound
-        // here is loose so that debug builds on busy CI machines pass.
-        assert!(elapsed.as_millis() < 500, "sampling a year by minute took {elapsed:?}");
-    }
-
     // --- synthetic climate -------------------------------------------------
 
     #[test]

@@ -207,7 +207,32 @@ struct Prepared<'m> {
     warmup: Option<(f64, f64)>,
     /// Whether t = 0 lies on the axis after some warm-up.
     scoring_marker: bool,
+    /// Width of the display buckets, h; `None` when every row is drawn.
+    bucket_h: Option<f64>,
+    /// Rows grouped for drawing, in order (one row each when `bucket_h` is
+    /// `None`).
+    buckets: Vec<Bucket>,
 }
+
+/// Consecutive rows drawn as one point.
+struct Bucket {
+    /// Mean time of the rows, h.
+    t: f64,
+    /// The rows, indices into [`Prepared::rows`].
+    rows: Range<usize>,
+}
+
+/// One column over one bucket.
+#[derive(Clone, Copy)]
+struct Stat {
+    t: f64,
+    mean: f64,
+    lo: f64,
+    hi: f64,
+}
+
+/// Runs of consecutive `(t, low, high)` points of a min-max envelope.
+type Envelope = Vec<Vec<(f64, f64, f64)>>;
 
 impl<'m> Prepared<'m> {
     /// `None` when no row has a finite time.
@@ -222,6 +247,8 @@ impl<'m> Prepared<'m> {
         };
         let (x_keys, step) = time_key_points(x);
         let warmup = (t0 < 0.0).then(|| (x.0, x.1.min(0.0)));
+        let bucket_h = bucket_width_h(&rows, x);
+        let buckets = make_buckets(&rows, bucket_h);
         Some(Self {
             rows,
             title: &meta.title,
@@ -230,13 +257,178 @@ impl<'m> Prepared<'m> {
             x_decimals: if step < 1.0 { 2 } else { 0 },
             warmup,
             scoring_marker: t0 < 0.0 && x.1 >= 0.0,
+            bucket_h,
+            buckets,
         })
     }
 
-    /// Points of one column, scaled, split where the value is missing or
-    /// outside `y`.
+    /// Mean, lowest and highest finite value of a column in every bucket;
+    /// `None` where the bucket has no finite value.
+    fn column(&self, f: impl Fn(&SeriesRow) -> f64) -> Vec<Option<Stat>> {
+        self.buckets
+            .iter()
+            .map(|b| {
+                let rows = self.rows.get(b.rows.clone()).unwrap_or(&[]);
+                let (mut n, mut sum, mut lo, mut hi) = (0usize, 0.0, f64::INFINITY, f64::NEG_INFINITY);
+                for v in rows.iter().map(&f).filter(|v| v.is_finite()) {
+                    n += 1;
+                    sum += v;
+                    lo = lo.min(v);
+                    hi = hi.max(v);
+                }
+                (n > 0).then(|| Stat {
+                    t: b.t,
+                    mean: sum / n as f64,
+                    lo,
+                    hi,
+                })
+            })
+            .collect()
+    }
+
+    /// The line of one column (bucket means), scaled, split where the value
+    /// is missing or outside `y`.
     fn segments(&self, f: impl Fn(&SeriesRow) -> f64, scale: f64, y: (f64, f64)) -> Segments {
-        segments(self.rows.iter().map(|r| (r.t_h, f(r) / scale)), y)
+        self.stat_segments(f, scale, y, |s| s.mean)
+    }
+
+    /// Like [`Prepared::segments`], of the bucket statistic `pick`.
+    fn stat_segments(
+        &self,
+        f: impl Fn(&SeriesRow) -> f64,
+        scale: f64,
+        y: (f64, f64),
+        pick: fn(&Stat) -> f64,
+    ) -> Segments {
+        let points = self
+            .column(f)
+            .into_iter()
+            .map(|s| s.map_or((f64::NAN, f64::NAN), |s| (s.t, pick(&s) / scale)));
+        segments(points, y)
+    }
+
+    /// The min-max envelope of one column over the buckets, scaled and
+    /// clipped to `y`; empty when rows are drawn one by one.
+    fn envelope(&self, f: impl Fn(&SeriesRow) -> f64, scale: f64, y: (f64, f64)) -> Envelope {
+        if self.bucket_h.is_none() {
+            return Vec::new();
+        }
+        let mut out = Vec::new();
+        let mut run = Vec::new();
+        for stat in self.column(f) {
+            match stat {
+                Some(s) => run.push((s.t, (s.lo / scale).max(y.0).min(y.1), (s.hi / scale).max(y.0).min(y.1))),
+                None if !run.is_empty() => out.push(std::mem::take(&mut run)),
+                None => {}
+            }
+        }
+        if !run.is_empty() {
+            out.push(run);
+        }
+        out
+    }
+
+    /// Bucket means of per-row `values` (all finite), with the bucket times.
+    fn bucket_means(&self, values: &[f64]) -> Vec<(f64, f64)> {
+        self.buckets
+            .iter()
+            .map(|b| {
+                let v = values.get(b.rows.clone()).unwrap_or(&[]);
+                let mean = if v.is_empty() {
+                    0.0
+                } else {
+                    v.iter().sum::<f64>() / v.len() as f64
+                };
+                (b.t, mean)
+            })
+            .collect()
+    }
+
+    /// Legend lines that say how dense data were reduced, if they were.
+    fn reduction_legend(&self, what: &str, stat: &str, envelope: bool) -> Vec<LegendItem> {
+        let Some(width) = self.bucket_h else {
+            return Vec::new();
+        };
+        let per = fmt_duration(width);
+        let mut items = vec![LegendItem::new(format!("{what}: {stat} per {per}"), Swatch::Note)];
+        if envelope {
+            items.push(LegendItem::new(
+                format!("shaded: min-max per {per}"),
+                Swatch::Area(BLACK.mix(0.15)),
+            ));
+        }
+        items
+    }
+}
+
+/// Plot width the data are reduced to, px (a little less than the real one).
+const DATA_PX: f64 = 780.0;
+
+/// Width of the display buckets for `rows` over the time axis `x`: a round
+/// duration giving about 2 px a bucket, or `None` when the rows are sparse
+/// enough to be drawn one by one.
+fn bucket_width_h(rows: &[SeriesRow], x: (f64, f64)) -> Option<f64> {
+    const WIDTHS_MIN: [f64; 13] = [
+        1.0, 2.0, 5.0, 10.0, 15.0, 20.0, 30.0, 60.0, 120.0, 180.0, 360.0, 720.0, 1440.0,
+    ];
+    let wanted_h = (x.1 - x.0) / (DATA_PX / 2.0);
+    let width_h = WIDTHS_MIN
+        .iter()
+        .map(|m| m / 60.0)
+        .find(|w| *w >= wanted_h)
+        .unwrap_or_else(|| (wanted_h / 24.0).ceil() * 24.0);
+    let mut steps: Vec<f64> = rows
+        .windows(2)
+        .filter_map(|w| match w {
+            [a, b] => Some(b.t_h - a.t_h),
+            _ => None,
+        })
+        .filter(|d| d.is_finite() && *d > 0.0)
+        .collect();
+    steps.sort_by(f64::total_cmp);
+    let typical_step_h = *steps.get(steps.len() / 2)?;
+    (width_h.is_finite() && width_h >= 1.5 * typical_step_h).then_some(width_h)
+}
+
+/// Group consecutive rows falling in the same bucket of `width_h` (aligned
+/// on t = 0); one row a bucket without a width.
+fn make_buckets(rows: &[SeriesRow], width_h: Option<f64>) -> Vec<Bucket> {
+    let Some(width) = width_h else {
+        return rows
+            .iter()
+            .enumerate()
+            .map(|(i, r)| Bucket {
+                t: r.t_h,
+                rows: i..i + 1,
+            })
+            .collect();
+    };
+    let key = |t: f64| (t / width).floor();
+    let mut out = Vec::new();
+    let mut start = 0;
+    for i in 1..=rows.len() {
+        let same = match (rows.get(i), rows.get(start)) {
+            (Some(r), Some(s)) => key(r.t_h) == key(s.t_h),
+            _ => false,
+        };
+        if !same {
+            let group = rows.get(start..i).unwrap_or(&[]);
+            if !group.is_empty() {
+                let t = group.iter().map(|r| r.t_h).sum::<f64>() / group.len() as f64;
+                out.push(Bucket { t, rows: start..i });
+            }
+            start = i;
+        }
+    }
+    out
+}
+
+/// "30 min", "2 h".
+fn fmt_duration(hours: f64) -> String {
+    if hours < 1.0 {
+        format!("{:.0} min", hours * 60.0)
+    } else {
+        format!("{} h", fmt_num(hours, if hours.fract() == 0.0 { 0 } else { 1 }))
     }
 }
 
@@ -665,6 +857,19 @@ fn plot_series<DB: DrawingBackend>(
     Ok(LegendItem::new(label, line.swatch()))
 }
 
+/// Shade a min-max envelope in a light tint of `color`.
+fn draw_envelope<DB: DrawingBackend>(chart: &mut Chart<'_, DB>, envelope: Envelope, color: RGBColor) -> DrawResult<DB> {
+    for run in envelope {
+        if run.len() < 2 {
+            continue;
+        }
+        let mut outline: Vec<(f64, f64)> = run.iter().map(|(t, _, hi)| (*t, *hi)).collect();
+        outline.extend(run.iter().rev().map(|(t, lo, _)| (*t, *lo)));
+        chart.draw_series(std::iter::once(Polygon::new(outline, color.mix(0.2).filled())))?;
+    }
+    Ok(())
+}
+
 /// Where a chart label sits relative to its anchor point.
 #[derive(Clone, Copy)]
 enum Place {
@@ -839,18 +1044,25 @@ fn draw_power<DB: DrawingBackend>(p: &Prepared<'_>, root: &DrawingArea<DB, Shift
         if !visible {
             continue;
         }
-        if let ([row], [u], [l]) = (rows.as_slice(), band.upper.as_slice(), band.lower.as_slice()) {
+        let upper = p.bucket_means(&band.upper);
+        let lower = p.bucket_means(&band.lower);
+        if let ([(t, u)], [(_, l)]) = (upper.as_slice(), lower.as_slice()) {
             // One sample: a bar, as an area has no width.
             let half = 0.02 * (p.x.1 - p.x.0);
             chart.draw_series(std::iter::once(Rectangle::new(
-                [(row.t_h - half, u / scale), (row.t_h + half, l / scale)],
+                [(t - half, u / scale), (t + half, l / scale)],
                 band.color.mix(0.85).filled(),
             )))?;
             continue;
         }
-        let mut outline: Vec<(f64, f64)> = rows.iter().zip(&band.upper).map(|(r, u)| (r.t_h, u / scale)).collect();
-        outline.extend(rows.iter().zip(&band.lower).rev().map(|(r, l)| (r.t_h, l / scale)));
+        let mut outline: Vec<(f64, f64)> = upper.iter().map(|(t, u)| (*t, u / scale)).collect();
+        outline.extend(lower.iter().rev().map(|(t, l)| (*t, l / scale)));
         chart.draw_series(std::iter::once(Polygon::new(outline, band.color.mix(0.85).filled())))?;
+    }
+    let facility_max = LineSpec::solid(RGBColor(70, 70, 70), 1);
+    if p.bucket_h.is_some() {
+        let segs = p.stat_segments(|r| r.facility_kw, scale, y, |s| s.hi);
+        draw_line(&mut chart, segs, facility_max)?;
     }
     let facility = plot_series(
         &mut chart,
@@ -866,6 +1078,12 @@ fn draw_power<DB: DrawingBackend>(p: &Prepared<'_>, root: &DrawingArea<DB, Shift
     draw_scoring_marker(p, &mut chart, y)?;
 
     let mut legend = vec![facility];
+    if let Some(width) = p.bucket_h {
+        legend.push(LegendItem::new(
+            format!("facility max per {}", fmt_duration(width)),
+            facility_max.swatch(),
+        ));
+    }
     match peak_budget {
         Some(_) if budget_on_scale => legend.push(LegendItem::new("site budget", budget.swatch())),
         Some(b) => {
@@ -890,6 +1108,7 @@ fn draw_power<DB: DrawingBackend>(p: &Prepared<'_>, root: &DrawingArea<DB, Shift
         legend.push(if band.cooling { item.indented() } else { item });
     }
     legend.extend(warmup_legend(p));
+    legend.extend(p.reduction_legend("areas, lines", "mean", false));
     draw_legend(&legend_area, &legend, LEGEND_TOP)
 }
 
@@ -907,6 +1126,7 @@ fn draw_pue<DB: DrawingBackend>(p: &Prepared<'_>, root: &DrawingArea<DB, Shift>)
     let weighted = (sum_it > 0.0).then(|| sum_facility / sum_it).filter(|v| v.is_finite());
     let y = value_range(rows.iter().map(|r| r.pue).chain(weighted), false, 0.02);
     let mut chart = build_chart(p, &area, "Instantaneous PUE (facility power / IT power)", y, "PUE (-)")?;
+    draw_envelope(&mut chart, p.envelope(|r| r.pue, 1.0, y), MAIN_C)?;
     let pue = plot_series(
         &mut chart,
         p.segments(|r| r.pue, 1.0, y),
@@ -925,6 +1145,7 @@ fn draw_pue<DB: DrawingBackend>(p: &Prepared<'_>, root: &DrawingArea<DB, Shift>)
     }
     draw_scoring_marker(p, &mut chart, y)?;
     legend.extend(warmup_legend(p));
+    legend.extend(p.reduction_legend("lines", "mean", true));
     draw_legend(&legend_area, &legend, LEGEND_TOP)
 }
 
@@ -971,9 +1192,11 @@ fn draw_hottest_gpu<DB: DrawingBackend>(p: &Prepared<'_>, root: &DrawingArea<DB,
     let near_segs = hold_lone_point(p.segments(near, 1.0, y), p.x);
     draw_line(&mut chart, near_segs, near_throttle)?;
     draw_line(&mut chart, slowdown_segs, slowdown)?;
+    draw_envelope(&mut chart, p.envelope(|r| r.gpu_temp_max_c, 1.0, y), MAIN_C)?;
+    // The hottest die in each bucket: averaging would hide the peaks.
     let gpu = plot_series(
         &mut chart,
-        p.segments(|r| r.gpu_temp_max_c, 1.0, y),
+        p.stat_segments(|r| r.gpu_temp_max_c, 1.0, y, |s| s.hi),
         LineSpec::solid(MAIN_C, 2),
         "hottest GPU die",
     )?;
@@ -1016,6 +1239,7 @@ fn draw_hottest_gpu<DB: DrawingBackend>(p: &Prepared<'_>, root: &DrawingArea<DB,
     }
     draw_scoring_marker(p, &mut chart, y)?;
     legend.extend(warmup_legend(p));
+    legend.extend(p.reduction_legend("line", "max", true));
     draw_legend(&legend_area, &legend, LEGEND_TOP)
 }
 
@@ -1059,17 +1283,29 @@ fn draw_temperatures_flows<DB: DrawingBackend>(p: &Prepared<'_>, root: &DrawingA
         "temperature (\u{b0}C)",
     )?;
     let mut legend = Vec::new();
+    for (_, line, f) in temperatures {
+        draw_envelope(&mut chart, p.envelope(f, 1.0, y), line.color)?;
+    }
     for (label, line, f) in temperatures {
         legend.push(plot_series(&mut chart, p.segments(f, 1.0, y), line, label)?);
     }
     legend.reverse();
     draw_scoring_marker(p, &mut chart, y)?;
     legend.extend(warmup_legend(p));
+    legend.extend(p.reduction_legend("lines", "mean", true));
     draw_legend(&legend_area, &legend, LEGEND_TOP)?;
 
     let (area, legend_area) = split_legend(&bottom);
-    let y = value_range(p.rows.iter().map(|r| r.cdu_flow_total_lpm), true, 1.0);
+    // Not from zero, so that the controller's flow changes show; at least
+    // 10 % of the flow tall, so that noise does not look like swings.
+    let flow_peak = finite_min_max(p.rows.iter().map(|r| r.cdu_flow_total_lpm.abs())).map_or(0.0, |(_, hi)| hi);
+    let y = value_range(
+        p.rows.iter().map(|r| r.cdu_flow_total_lpm),
+        false,
+        (0.1 * flow_peak).max(1.0),
+    );
     let mut chart = build_chart(p, &area, "Total CDU secondary flow", y, "flow (L/min)")?;
+    draw_envelope(&mut chart, p.envelope(|r| r.cdu_flow_total_lpm, 1.0, y), MAIN_C)?;
     let flow = plot_series(
         &mut chart,
         p.segments(|r| r.cdu_flow_total_lpm, 1.0, y),
@@ -1079,6 +1315,7 @@ fn draw_temperatures_flows<DB: DrawingBackend>(p: &Prepared<'_>, root: &DrawingA
     draw_scoring_marker(p, &mut chart, y)?;
     let mut legend = vec![flow];
     legend.extend(warmup_legend(p));
+    legend.extend(p.reduction_legend("lines", "mean", true));
     draw_legend(&legend_area, &legend, LEGEND_TOP)
 }
 

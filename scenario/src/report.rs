@@ -263,3 +263,47 @@ pub fn compare_table(runs: &[RunReport]) -> String {
 fn short(p: &str) -> String {
     p.split('-').map(|w| w.chars().next().unwrap_or('?')).collect()
 }
+
+/// A Markdown table of runs grouped by scenario (`per_group` consecutive runs share a scenario;
+/// the first of each group is the reference for the cooling-energy ratio).
+pub fn markdown_matrix(runs: &[RunReport], per_group: usize) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "| weather | period (start day) | policy | PUE | PUE p95 15 min | IT MWh | cooling MWh | cooling ratio | facility MWh | chiller MWh | water m³ | throttle GPU-s | near-throttle GPU-s | hottest GPU °C | shutdowns | work lost % | supply dev K | writes |"
+    );
+    let _ = writeln!(
+        s,
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+    );
+    for group in runs.chunks(per_group.max(1)) {
+        let base = group[0].kpis.cooling_energy_kwh;
+        for r in group {
+            let k = &r.kpis;
+            let _ = writeln!(
+                s,
+                "| {} | {} ({:.0}) | {} | {:.4} | {:.4} | {:.1} | {:.1} | {:.3} | {:.1} | {:.1} | {:.1} | {:.0} | {:.0} | {:.1} | {} | {:.3} | {:.2} | {} |",
+                r.weather,
+                r.period,
+                r.period_start_day,
+                r.policy,
+                k.pue,
+                k.pue_p95_15min,
+                k.it_energy_kwh / 1e3,
+                k.cooling_energy_kwh / 1e3,
+                if base > 0.0 { k.cooling_energy_kwh / base } else { f64::NAN },
+                k.facility_energy_kwh / 1e3,
+                k.chiller_energy_kwh / 1e3,
+                k.water_l / 1e3,
+                k.throttle_gpu_s,
+                k.near_throttle_gpu_s,
+                k.gpu_temp_max_c,
+                k.gpu_shutdowns,
+                k.work_lost_pct,
+                k.supply_temp_max_dev_k,
+                k.setpoint_writes
+            );
+        }
+    }
+    s
+}

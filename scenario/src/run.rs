@@ -296,5 +296,7 @@ fn row(
         wet_bulb_c: amb.wet_bulb_c,
         busy_gpus: cluster.stats().busy_gpus as f64,
         budget_kw: meas.meter.power_budget_kw.value,
+        adiabatic_on: (0..topo.halls.len()).filter(|&h| plant.adiabatic_on(h)).count() as f64 / n_hall,
+        chiller_on: (0..topo.halls.len()).filter(|&h| plant.chiller_on(h)).count() as f64 / n_hall,
     }
 }

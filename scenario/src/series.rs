@@ -52,11 +52,15 @@ pub struct SeriesRow {
     pub busy_gpus: f64,
     /// Site power budget, kW.
     pub budget_kw: f64,
+    /// Halls with adiabatic pre-cooling on, fraction 0–1.
+    pub adiabatic_on: f64,
+    /// Halls with the trim chiller on, fraction 0–1.
+    pub chiller_on: f64,
 }
 
 impl SeriesRow {
     /// Column names, in CSV order.
-    pub const COLUMNS: [&'static str; 23] = [
+    pub const COLUMNS: [&'static str; 25] = [
         "t_h",
         "it_kw",
         "facility_kw",
@@ -80,10 +84,12 @@ impl SeriesRow {
         "wet_bulb_c",
         "busy_gpus",
         "budget_kw",
+        "adiabatic_on",
+        "chiller_on",
     ];
 
     /// Values in CSV order.
-    pub fn values(&self) -> [f64; 23] {
+    pub fn values(&self) -> [f64; 25] {
         [
             self.t_h,
             self.it_kw,
@@ -108,6 +114,8 @@ impl SeriesRow {
             self.wet_bulb_c,
             self.busy_gpus,
             self.budget_kw,
+            self.adiabatic_on,
+            self.chiller_on,
         ]
     }
 }

@@ -74,6 +74,7 @@ struct CduParams {
 /// Design constants of the heat rejection of one `[[halls]]` entry.
 #[derive(Debug, Clone)]
 struct RejectionParams {
+    design_approach_k: f64,
     c_water_design: f64,
     c_air_full: f64,
     ua_full: f64,
@@ -1088,7 +1089,11 @@ impl Plant {
                 };
                 let saturated = hs.fan >= 0.99 && e > 0.3;
                 hs.sat_timer_s = if saturated { hs.sat_timer_s + h } else { 0.0 };
-                hs.relax_timer_s = if hs.fan < 0.5 && e < 0.0 {
+                // Adiabatic assist is released only when dry air alone could hold the setpoint
+                // again: dry-bulb below the setpoint minus the design approach (with 1 K of
+                // hysteresis) for 15 minutes, with the fans no longer saturated.
+                let dry_would_do = amb.dry_bulb_c < hs.sp - rp.design_approach_k - 1.0;
+                hs.relax_timer_s = if dry_would_do && hs.fan < 0.9 {
                     hs.relax_timer_s + h
                 } else {
                     0.0
@@ -1528,6 +1533,7 @@ fn design_params(site: &Site, h: &coolplane_core::site::Hall) -> Result<(CduPara
         ))
     })?;
     let rej = RejectionParams {
+        design_approach_k: approach,
         c_water_design: c_w_design,
         c_air_full: ratio * c_w_design,
         ua_full: ntu_r * c_w_design,

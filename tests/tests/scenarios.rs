@@ -1,0 +1,310 @@
+//! Scenario harness: KPIs of short scenarios checked against physics and bookkeeping identities,
+//! determinism, the baselines' claims, and scenario-file errors.
+//!
+//! Tests that read the real data in `../shared/data` skip with a note when it is absent, unless
+//! `COOLPLANE_REQUIRE_DATA` is set (CI sets it), in which case they fail.
+
+use coolplane_policies::by_name;
+use coolplane_scenario::spec::{EventSpec, ScenarioSpec};
+use coolplane_scenario::{run, RunOptions, RunReport, ScenarioError};
+use coolplane_sim_plant::faults::FaultKind;
+use std::path::{Path, PathBuf};
+
+fn spec(days: f64, warmup_h: f64) -> ScenarioSpec {
+    let mut s = ScenarioSpec::default_for_site("hall-10k");
+    s.weather.start_day = Some(180.0);
+    s.weather.days = Some(days);
+    s.scenario.warmup_h = warmup_h;
+    s
+}
+
+fn run_spec(s: &ScenarioSpec, policy: &str) -> coolplane_scenario::RunResult {
+    let sc = s.resolve(Path::new(".")).expect("scenario resolves");
+    run(
+        &sc,
+        by_name(policy).expect("policy"),
+        &RunOptions {
+            record: true,
+            ..Default::default()
+        },
+        &mut |_| {},
+    )
+    .expect("run")
+}
+
+fn data_dir() -> Option<PathBuf> {
+    let d = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/data");
+    if d.join("CHN_Beijing.Beijing.545110_IWEC.epw").exists() {
+        Some(d)
+    } else if std::env::var_os("COOLPLANE_REQUIRE_DATA").is_some() {
+        panic!("COOLPLANE_REQUIRE_DATA is set but {} holds no data", d.display());
+    } else {
+        eprintln!("note: {} not found; skipping the real-data test", d.display());
+        None
+    }
+}
+
+#[test]
+fn one_day_kpis_obey_the_bookkeeping_identities_and_bounds() {
+    let s = spec(1.0, 3.0);
+    let r = run_spec(&s, "vendor-default");
+    let k = &r.report.kpis;
+    let site = coolplane_core::site::builtin_site("hall-10k").unwrap();
+    assert!(r.report.checks.all_ok(), "{:?}", r.report.checks);
+    assert!((k.scored_s - 86_400.0).abs() < 1e-6);
+    // Facility energy is exactly IT + electrical losses + cooling + heat pump + misc.
+    let sum = k.it_energy_kwh
+        + k.electrical_loss_energy_kwh
+        + k.cooling_energy_kwh
+        + k.heat_pump_energy_kwh
+        + k.misc_energy_kwh;
+    assert!(
+        (k.facility_energy_kwh - sum).abs() <= 1e-6 * sum,
+        "{} vs {sum}",
+        k.facility_energy_kwh
+    );
+    // Cooling is the sum of its parts.
+    let parts = k.cdu_pump_energy_kwh
+        + k.facility_pump_energy_kwh
+        + k.rejection_fan_energy_kwh
+        + k.chiller_energy_kwh
+        + k.air_handler_energy_kwh;
+    assert!((k.cooling_energy_kwh - parts).abs() <= 1e-9 * parts.max(1.0));
+    // The PUE cannot be below the electrical chain's own losses: 1 / (η_PDU · η_UPS,max).
+    let eta_ups_max = site
+        .electrical
+        .ups_efficiency_curve
+        .iter()
+        .map(|p| p[1])
+        .fold(0.0, f64::max);
+    let floor = 1.0 / (site.electrical.pdu_efficiency * eta_ups_max);
+    assert!(k.pue > floor, "PUE {} below the electrical floor {floor}", k.pue);
+    // IT energy lies between every GPU idle (static power only, nodes' base and switches) and
+    // every GPU at TDP with node overhead, over 24 h.
+    let racks = site.rack_count() as f64;
+    let rk = &site.halls[0].rack;
+    let gpus_per_rack = (rk.nodes_per_rack * rk.gpus_per_node) as f64;
+    let fixed_kw = racks * (rk.nodes_per_rack as f64 * rk.node_base_w + rk.switch_w) / 1e3;
+    let lo = (fixed_kw + racks * gpus_per_rack * site.gpu.idle_w * 0.8 / 1e3) * 24.0;
+    let hi = site.design_it_kw() * 1.05 * 24.0;
+    assert!(
+        k.it_energy_kwh > lo && k.it_energy_kwh < hi,
+        "{lo} < {} < {hi}",
+        k.it_energy_kwh
+    );
+    // Peak 15-minute demand is at least the mean facility power.
+    assert!(k.peak_15min_kw >= k.facility_energy_kwh / 24.0 - 1e-6);
+    // Design setpoints on a mild summer day: no throttling, no shutdowns, no writes.
+    assert_eq!(k.throttle_gpu_s, 0.0);
+    assert_eq!(k.gpu_shutdowns, 0);
+    assert_eq!(
+        k.setpoint_writes, 0,
+        "vendor-default writes nothing: the design setpoints are the local defaults"
+    );
+    // The series covers warm-up and scoring.
+    assert!(r.series.rows.first().unwrap().t_h < 0.0 && r.series.rows.last().unwrap().t_h > 23.9);
+}
+
+#[test]
+fn the_same_scenario_and_seed_give_identical_kpis() {
+    let s = spec(0.5, 1.0);
+    let strip = |r: &RunReport| {
+        let mut v = serde_json::to_value(r).unwrap();
+        let m = v.as_object_mut().unwrap();
+        m.remove("wall_time_s");
+        m.remove("compute_time_ratio");
+        v
+    };
+    let a = run_spec(&s, "trim-respond");
+    let b = run_spec(&s, "trim-respond");
+    assert_eq!(strip(&a.report), strip(&b.report));
+    assert_eq!(a.series, b.series);
+    let mut s2 = s.clone();
+    s2.scenario.seed = 2;
+    let c = run_spec(&s2, "trim-respond");
+    assert_ne!(
+        strip(&a.report),
+        strip(&c.report),
+        "another seed is another plant and workload"
+    );
+}
+
+#[test]
+fn trim_respond_saves_cooling_energy_without_throttling() {
+    let s = spec(2.0, 6.0);
+    let vd = run_spec(&s, "vendor-default").report;
+    let tr = run_spec(&s, "trim-respond").report;
+    assert!(
+        tr.kpis.cooling_energy_kwh < vd.kpis.cooling_energy_kwh,
+        "{} vs {}",
+        tr.kpis.cooling_energy_kwh,
+        vd.kpis.cooling_energy_kwh
+    );
+    assert_eq!(tr.kpis.throttle_gpu_s, 0.0);
+    assert_eq!(tr.kpis.gpu_shutdowns, 0);
+    assert!(tr.kpis.setpoint_writes > 0);
+    // Warmer coolant raises leakage: the same work costs a little more IT energy.
+    assert!(tr.kpis.it_energy_kwh >= vd.kpis.it_energy_kwh * 0.999);
+}
+
+#[test]
+fn a_budget_cut_below_the_load_is_measured_as_exceedance() {
+    let mut s = spec(0.5, 1.0);
+    s.events.push(EventSpec {
+        start_h: 2.0,
+        end_h: Some(4.0),
+        fault: FaultKind::BudgetCut { budget_kw: 8_000.0 },
+    });
+    let r = run_spec(&s, "vendor-default");
+    let k = &r.report.kpis;
+    // No policy caps power yet: the whole cut window is exceeded. Bound the exceedance by the
+    // lowest and highest facility power recorded in the window, times its two hours.
+    let window: Vec<_> = r
+        .series
+        .rows
+        .iter()
+        .filter(|x| x.t_h > 2.0 + 1e-9 && x.t_h <= 4.0 + 1e-9)
+        .collect();
+    let pmin = window.iter().map(|x| x.facility_kw).fold(f64::INFINITY, f64::min);
+    let pmax = window.iter().map(|x| x.facility_kw).fold(0.0, f64::max);
+    assert!(pmin > 8_000.0, "the synthetic load stays above the cut");
+    assert!(
+        k.budget_exceed_kwh >= (pmin - 8_000.0) * 2.0 * 0.99 && k.budget_exceed_kwh <= (pmax - 8_000.0) * 2.0 * 1.01,
+        "{}",
+        k.budget_exceed_kwh
+    );
+    assert!((k.budget_exceed_longest_s - 7_200.0).abs() <= 60.0 + 1e-6);
+    assert!(window.iter().all(|x| (x.budget_kw - 8_000.0).abs() < 1e-9));
+}
+
+#[test]
+fn json_report_has_the_documented_keys() {
+    let r = run_spec(&spec(0.1, 0.5), "vendor-default");
+    let v = serde_json::to_value(&r.report).unwrap();
+    for key in [
+        "site",
+        "policy",
+        "seed",
+        "pue",
+        "pue_boundary",
+        "it_energy_kwh",
+        "facility_energy_kwh",
+        "cooling_energy_kwh",
+        "throttle_gpu_s",
+        "near_throttle_gpu_s",
+        "gpu_shutdowns",
+        "work_lost_pct",
+        "budget_exceed_kwh",
+        "peak_15min_kw",
+        "water_l",
+        "energy_balance_error_pct",
+        "supply_temp_max_dev_k",
+        "setpoint_writes",
+        "compute_time_ratio",
+    ] {
+        assert!(v.get(key).is_some(), "missing key {key}");
+    }
+    assert_eq!(v["policy"], "vendor-default");
+    assert_eq!(v["site"], "hall-10k");
+}
+
+fn parse_err(text: &str) -> String {
+    match ScenarioSpec::from_toml_str("bad.toml", text) {
+        Ok(s) => match s.resolve(Path::new(".")) {
+            Ok(_) => panic!("accepted a bad scenario:\n{text}"),
+            Err(e) => e.to_string(),
+        },
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn bad_scenario_files_are_rejected_with_the_field_named() {
+    let head = "[scenario]\nname = \"x\"\nsite = \"hall-10k\"\n";
+    let e = parse_err(&format!("{head}stepp_s = 60\n"));
+    assert!(e.contains("stepp_s") && e.contains("bad.toml"), "{e}");
+    let e = parse_err(&format!("{head}step_s = 0\n"));
+    assert!(e.contains("scenario.step_s") && e.contains('0'), "{e}");
+    let e = parse_err(&format!("{head}[weather]\nperiod = \"hot-week\"\n"));
+    assert!(
+        e.contains("weather.period") && e.contains("hot-week") && e.contains("peak-heat-week"),
+        "{e}"
+    );
+    let e = parse_err(&format!("{head}[workload]\nkind = \"helios\"\n"));
+    assert!(e.contains("workload.path"), "{e}");
+    let e = parse_err(&format!("{head}[workload]\nkind = \"borg\"\n"));
+    assert!(e.contains("workload.kind") && e.contains("borg"), "{e}");
+    let e = parse_err(&format!(
+        "{head}[[events]]\nstart_h = 1.0\nfault = {{ kind = \"pump-trip\", cdu = 12 }}\n"
+    ));
+    assert!(
+        e.contains("events[0]") && e.contains("cdu 12") && e.contains("12"),
+        "{e}"
+    );
+    let e = parse_err(&format!(
+        "{head}[[events]]\nstart_h = 1.0\nfault = {{ kind = \"meteor\" }}\n"
+    ));
+    assert!(e.contains("meteor"), "{e}");
+    let e = parse_err(&format!(
+        "{head}[[events]]\nstart_h = 3.0\nend_h = 2.0\nfault = {{ kind = \"comms-loss\" }}\n"
+    ));
+    assert!(e.contains("events[0].end_h"), "{e}");
+    let e = parse_err("[scenario]\nname = \"x\"\nsite = \"hall-1\"\n");
+    assert!(e.contains("scenario.site") && e.contains("hall-1"), "{e}");
+    let e = parse_err(&format!("{head}[weather]\nsource = \"/nonexistent/x.epw\"\n"));
+    assert!(e.contains("/nonexistent/x.epw"), "{e}");
+    // A broken weather file: the error names the file and the line.
+    let dir = std::env::temp_dir().join(format!("coolplane-bad-epw-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let epw = dir.join("broken.epw");
+    std::fs::write(&epw, "LOCATION,X\n").unwrap();
+    let e = parse_err(&format!("{head}[weather]\nsource = \"{}\"\n", epw.display()));
+    assert!(e.contains("broken.epw"), "{e}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn shipped_scenarios_parse() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios");
+    let mut n = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let p = entry.unwrap().path();
+        if p.extension().is_some_and(|e| e == "toml") {
+            let text = std::fs::read_to_string(&p).unwrap();
+            ScenarioSpec::from_toml_str(&p.display().to_string(), &text).unwrap_or_else(|e| panic!("{e}"));
+            n += 1;
+        }
+    }
+    assert!(n >= 5, "{n} scenarios");
+}
+
+#[test]
+fn beijing_typical_week_both_baselines_hold_zero_throttle() {
+    let Some(data) = data_dir() else { return };
+    let mut s = ScenarioSpec::default_for_site("hall-10k");
+    s.weather.source = data.join("CHN_Beijing.Beijing.545110_IWEC.epw").display().to_string();
+    s.weather.period = "typical-week".into();
+    let vd = run_spec(&s, "vendor-default").report;
+    let tr = run_spec(&s, "trim-respond").report;
+    for r in [&vd, &tr] {
+        assert_eq!(r.kpis.throttle_gpu_s, 0.0, "{}", r.policy);
+        assert_eq!(r.kpis.gpu_shutdowns, 0, "{}", r.policy);
+        assert!(r.checks.all_ok());
+    }
+    assert!(tr.kpis.cooling_energy_kwh < vd.kpis.cooling_energy_kwh);
+}
+
+#[test]
+fn real_traces_drive_the_cluster() {
+    let Some(data) = data_dir() else { return };
+    let mut s = spec(1.0, 2.0);
+    s.workload.kind = "helios".into();
+    s.workload.path = Some(data.join("cluster_sequence_vc.csv").display().to_string());
+    s.workload.duty_cycle = Some(data.join("pod_gpu_duty_cycle_anon.tar.gz").display().to_string());
+    let r = run_spec(&s, "vendor-default");
+    let busy: f64 = r.series.rows.iter().map(|x| x.busy_gpus).sum::<f64>() / r.series.rows.len() as f64;
+    // The Helios group of May 2020 ran at 60–100 % occupancy; the scaled workload must too.
+    assert!(busy > 0.5 * 10_368.0 && busy <= 10_368.0, "{busy}");
+    assert!(r.report.checks.all_ok());
+    let _unused: Option<ScenarioError> = None;
+}
