@@ -95,11 +95,22 @@ pub fn run(a: &BenchArgs) -> Result<()> {
             steps as f64 * a.step / secs
         );
     }
+    // Memory: build campus-100k, load every GPU and step it so that every array is touched.
     let rss0 = rss_kib();
     let site = builtin_site("campus-100k")?;
-    let plant = Plant::new(&site, 1)?;
-    let rss1 = rss_kib();
+    let mut plant = Plant::new(&site, 1)?;
     let gpus = plant.topology().gpu_count;
+    plant.ensure_slots(2);
+    for g in 0..gpus {
+        plant.assign_gpu(g as u32, 1);
+    }
+    plant.set_slot_util(1, 0.8);
+    let actions = heartbeat(&plant);
+    let weather = WeatherSeries::synthetic(&SyntheticClimate::default(), 1);
+    for k in 0..3 {
+        plant.step(a.step, &weather.sample(k as f64 * a.step), &actions);
+    }
+    let rss1 = rss_kib();
     let state_bytes = plant.per_gpu_state_bytes();
     drop(plant);
     // Warm the campus up for an hour of simulated time, then time steps.
@@ -123,7 +134,7 @@ pub fn run(a: &BenchArgs) -> Result<()> {
     println!("memory: per-GPU plant state and telemetry {state_bytes} bytes/GPU (array element sizes)");
     if let (Some(r0), Some(r1)) = (rss0, rss1) {
         println!(
-            "memory: resident set grew by {} KiB building campus-100k = {:.0} bytes/GPU (whole plant incl. racks, CDUs, buffers)",
+            "memory: resident set grew by {} KiB building and stepping campus-100k = {:.0} bytes/GPU (whole plant incl. racks, CDUs, measurements)",
             r1.saturating_sub(r0),
             (r1.saturating_sub(r0) * 1024) as f64 / gpus as f64
         );
