@@ -1,0 +1,116 @@
+//! The command line as a user runs it: `scenario run` with `--json` and `--out`, `compare`,
+//! `site check`, and clear errors for bad input.
+
+use std::process::Command;
+
+fn coolplane(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_coolplane"))
+        .args(args)
+        .output()
+        .expect("run coolplane")
+}
+
+// Short scenarios keep the debug-built binary quick: 2 h warm-up, 300 s steps.
+const SHORT: &[&str] = &[
+    "--weather",
+    "synthetic",
+    "--period",
+    "typical-week",
+    "--step",
+    "300",
+    "--warmup-h",
+    "2",
+    "--quiet",
+];
+
+#[test]
+fn json_prints_exactly_one_object() {
+    let mut args = vec!["scenario", "run", "--policy", "vendor-default", "--seed", "3", "--json"];
+    args.extend_from_slice(SHORT);
+    let out = coolplane(&args);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let v: serde_json::Value = serde_json::from_str(stdout.trim()).expect("stdout is one JSON document");
+    assert_eq!(v["site"], "hall-10k");
+    assert_eq!(v["policy"], "vendor-default");
+    assert_eq!(v["seed"], 3);
+    assert!(v["pue"].as_f64().unwrap() > 1.0);
+    assert!(v["pue_boundary"].as_str().unwrap().contains("utility meter"));
+    assert_eq!(stdout.trim().lines().count(), 1);
+}
+
+#[test]
+fn out_writes_kpis_series_and_real_plots() {
+    let dir = std::env::temp_dir().join(format!("coolplane-cli-out-{}", std::process::id()));
+    let mut args = vec!["scenario", "run", "--out", dir.to_str().unwrap()];
+    args.extend_from_slice(SHORT);
+    let out = coolplane(&args);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let table = String::from_utf8(out.stdout).unwrap();
+    assert!(table.contains("PUE boundary") && table.contains("trim-respond") && table.contains("self-checks"));
+    let kpis: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("kpis.json")).unwrap()).unwrap();
+    assert_eq!(kpis["policy"], "trim-respond");
+    let csv = std::fs::read_to_string(dir.join("series.csv")).unwrap();
+    let rows = csv.lines().count();
+    // 2 h warm-up + 168 h at 300 s per step = 2,040 steps, one row each, plus the header.
+    assert_eq!(rows, 2_041, "rows");
+    for png in [
+        "power_stack.png",
+        "pue.png",
+        "hottest_gpu.png",
+        "temperatures_flows.png",
+    ] {
+        let bytes = std::fs::read(dir.join(png)).unwrap();
+        assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n", "{png} is a PNG");
+        assert!(bytes.len() > 20_000, "{png} has content ({} bytes)", bytes.len());
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn compare_prints_both_policies_with_ratios() {
+    let mut args = vec!["scenario", "compare", "--policies", "vendor-default,trim-respond"];
+    args.extend_from_slice(SHORT);
+    let out = coolplane(&args);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let s = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        s.contains("vendor-default") && s.contains("trim-respond") && s.contains("tr/vd"),
+        "{s}"
+    );
+}
+
+#[test]
+fn bad_input_gets_a_clear_error_and_exit_code() {
+    let out = coolplane(&["scenario", "run", "--policy", "pid", "--quiet"]);
+    assert_eq!(out.status.code(), Some(2));
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(e.contains("unknown policy `pid`") && e.contains("trim-respond"), "{e}");
+
+    let out = coolplane(&["scenario", "run", "--period", "summer", "--quiet"]);
+    assert_eq!(out.status.code(), Some(2));
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(e.contains("weather.period") && e.contains("summer"), "{e}");
+
+    let out = coolplane(&["scenario", "run", "--weather", "/nonexistent.epw", "--quiet"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent.epw"));
+
+    let dir = std::env::temp_dir().join(format!("coolplane-cli-site-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let site = dir.join("bad-site.toml");
+    let text = coolplane_core::site::builtin_site_toml("hall-10k")
+        .unwrap()
+        .replace("slowdown_c = 89.0", "slowdown_c = 95.0");
+    std::fs::write(&site, text).unwrap();
+    let out = coolplane(&["site", "check", site.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(e.contains("gpu.slowdown_c") && e.contains("95"), "{e}");
+    let _ = std::fs::remove_dir_all(&dir);
+
+    let out = coolplane(&["site", "check", "hall-10k"]);
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("10368 GPUs"));
+}
