@@ -91,6 +91,7 @@ struct RejectionParams {
 #[derive(Debug, Clone, Default)]
 struct RackState {
     share: f64,
+    pickup_w: f64,
     inlet_c: f64,
     outlet_c: f64,
     flow_kg_s: f64,
@@ -109,6 +110,7 @@ struct CduState {
     flow_kg_s: f64,
     running: u32,
     standby: u32,
+    tripped: u32,
     failover_until: Option<f64>,
     sp_supply_remote: f64,
     sp_flow_remote_lpm: f64,
@@ -289,6 +291,7 @@ impl Plant {
                 flow_kg_s: p.f_design_kg_s,
                 running: h.cdu.duty_pumps,
                 standby: h.cdu.standby_pumps,
+                tripped: 0,
                 failover_until: None,
                 sp_supply_remote: h.cdu.supply_setpoint_c,
                 sp_flow_remote_lpm: sp_flow,
@@ -620,12 +623,19 @@ impl Plant {
                     let spec = &self.topo.hall_spec(&self.site, self.topo.cdus[cdu as usize].hall).cdu;
                     if active && !was {
                         c.running = c.running.saturating_sub(1);
+                        c.tripped += 1;
                         if c.standby > 0 {
                             c.standby -= 1;
                             c.failover_until = Some(t + spec.failover_delay_s);
                         }
                     } else if !active && was {
-                        c.standby += 1; // repaired pump returns as standby
+                        // The repaired pump returns to duty if a duty pump is missing, else to standby.
+                        c.tripped = c.tripped.saturating_sub(1);
+                        if c.running + c.failover_until.map_or(0, |_| 1) < spec.duty_pumps {
+                            c.running += 1;
+                        } else {
+                            c.standby += 1;
+                        }
                     }
                 }
                 _ if !active => {}
@@ -838,7 +848,13 @@ impl Plant {
             let cdu = &self.cdus[rack.cdu];
             let rstate = &mut self.racks[r];
             rstate.flow_kg_s = cdu.flow_kg_s * rstate.share;
-            rstate.inlet_c = cdu.t_sup + rs.manifold_pickup_k;
+            // Manifold pick-up: heat from the room air taken into the supply before the rack inlet,
+            // at most the rack's own air-side heat (so it is moved, never created).
+            let c_rack = (rstate.flow_kg_s * PG25_CP_J_KG_K).max(1e-3);
+            rstate.pickup_w = (rs.manifold_pickup_k * c_rack)
+                .min((1.0 - rs.heat_to_liquid) * rstate.power_w)
+                .max(0.0);
+            rstate.inlet_c = cdu.t_sup + rstate.pickup_w / c_rack;
             let m_g = (rstate.flow_kg_s / p.gpus_per_rack as f64).max(1e-6);
             let r_flow = (cp.r_conv_ref_k_per_w * (p.gpu_ref_flow_kg_s / m_g).powf(cp.conv_exponent)
                 + 1.0 / (2.0 * m_g * PG25_CP_J_KG_K)) as f32;
@@ -910,8 +926,9 @@ impl Plant {
         for (r, rack) in self.topo.racks.iter().enumerate() {
             let f_liq = self.site.halls[self.topo.halls[rack.hall].spec].rack.heat_to_liquid;
             let pw = self.racks[r].power_w;
-            self.cdus[rack.cdu].q_liq_w += f_liq * pw;
-            self.halls[rack.hall].air_heat_w += (1.0 - f_liq) * pw;
+            let pickup = self.racks[r].pickup_w.min((1.0 - f_liq) * pw);
+            self.cdus[rack.cdu].q_liq_w += f_liq * pw + pickup;
+            self.halls[rack.hall].air_heat_w += (1.0 - f_liq) * pw - pickup;
         }
         let mut cdu_e_hx = vec![0.0f64; self.cdus.len()];
         let mut cdu_e_pump = vec![0.0f64; self.cdus.len()];
@@ -1231,6 +1248,18 @@ impl Plant {
     }
 
     fn measure(&mut self, amb: &WeatherSample) {
+        // A sensor that drops out keeps reporting the last value it delivered before the fault.
+        for i in 0..self.faults.len() {
+            if let FaultKind::Sensor {
+                point,
+                failure: SensorFailure::Dropout,
+            } = self.faults[i].fault
+            {
+                if self.fault_active[i] && self.fault_stuck_value[i].is_nan() {
+                    self.fault_stuck_value[i] = self.reading_of(point);
+                }
+            }
+        }
         let t = self.t_s;
         let s = self.site.sensors.clone();
         self.meas.t_s = t;
@@ -1275,7 +1304,7 @@ impl Plant {
             if c.t_sup > sp_s + 2.0 {
                 alarms |= cdu_alarm::HIGH_SUPPLY_TEMP;
             }
-            if c.failover_until.is_some() || c.running < duty {
+            if c.tripped > 0 || c.failover_until.is_some() || c.running < duty {
                 alarms |= cdu_alarm::PUMP_FAULT;
             }
             if fallback {
@@ -1370,6 +1399,19 @@ impl Plant {
         self.apply_sensor_faults();
     }
 
+    fn reading_of(&self, point: SensorPoint) -> f64 {
+        let m = &self.meas;
+        match point {
+            SensorPoint::CduSupplyTemp(c) => m.cdus.get(c as usize).map_or(f64::NAN, |x| x.supply_temp_c.value),
+            SensorPoint::CduReturnTemp(c) => m.cdus.get(c as usize).map_or(f64::NAN, |x| x.return_temp_c.value),
+            SensorPoint::CduFlow(c) => m.cdus.get(c as usize).map_or(f64::NAN, |x| x.flow_lpm.value),
+            SensorPoint::FacilitySupplyTemp(h) => {
+                m.facilities.get(h as usize).map_or(f64::NAN, |x| x.supply_temp_c.value)
+            }
+            SensorPoint::GpuTemp(g) => m.gpus.temp_c.get(g as usize).map_or(f64::NAN, |x| *x as f64),
+        }
+    }
+
     fn apply_sensor_faults(&mut self) {
         let t = self.t_s;
         for i in 0..self.faults.len() {
@@ -1380,6 +1422,19 @@ impl Plant {
             if !self.fault_active[i] {
                 self.fault_stuck_value[i] = f64::NAN;
                 continue;
+            }
+            // The CDU's firmware sees a sensor that reports nothing or its sentinel.
+            if let (
+                SensorPoint::CduSupplyTemp(c) | SensorPoint::CduReturnTemp(c) | SensorPoint::CduFlow(c),
+                SensorFailure::Dropout | SensorFailure::Sentinel,
+            ) = (point, failure)
+            {
+                if let Some(m) = self.meas.cdus.get_mut(c as usize) {
+                    m.alarms |= cdu_alarm::SENSOR_FAULT;
+                }
+                if let Some(cs) = self.cdus.get_mut(c as usize) {
+                    cs.alarms |= cdu_alarm::SENSOR_FAULT;
+                }
             }
             let reading: &mut Reading = match point {
                 SensorPoint::CduSupplyTemp(c) => match self.meas.cdus.get_mut(c as usize) {
@@ -1426,6 +1481,11 @@ impl Plant {
                     reading.value = q10(reading.value + rate_per_h * (t - f.start_s) / 3600.0)
                 }
                 SensorFailure::Dropout => {
+                    // Nothing new arrives: the last value from before the fault, with its old time.
+                    if self.fault_stuck_value[i].is_nan() {
+                        self.fault_stuck_value[i] = reading.value;
+                    }
+                    reading.value = self.fault_stuck_value[i];
                     reading.quality = Quality::Bad;
                     reading.t_s = f.start_s;
                 }
