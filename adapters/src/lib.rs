@@ -1,14 +1,20 @@
 //! # coolplane-adapters
 //!
-//! The only place that knows wire formats: Modbus TCP clients for CDUs, pumps and dry coolers,
-//! MQTT for rack telemetry and commands, and the time-series sink. Adapters fill the process
-//! image the controller reads ([`coolplane_core::signals::Measurements`]) and carry its actions
-//! out.
+//! The only place that knows wire formats. Modbus TCP clients for CDUs, facility water systems and
+//! meters, driven by register-map files ([`regmap`], [`modbus`]); MQTT for rack telemetry in and
+//! power-limit commands out ([`telemetry`], [`mqtt`]); and the assembly of what they read into the
+//! process image the controller reads, and of the controller's actions into writes ([`image`]).
 //!
-//! Status: the crate exists so the dependency directions are fixed from the start
-//! (`adapters → core` only); the protocol clients arrive with the wire work.
-//!
-//! Architecture invariants: adapters do IO and nothing else; they never decide a setpoint, and
-//! staleness is reported to the controller as data (quality and age), never hidden in a timeout.
+//! Architecture invariants: adapters do IO and nothing else. They never decide a setpoint. Every
+//! request runs under a timeout, every queue is bounded with a stated overflow policy, and
+//! staleness is reported to the controller as data (each reading's time stamp and quality), never
+//! hidden behind a timeout or a retry.
+
+pub mod clock;
+pub mod image;
+pub mod modbus;
+pub mod mqtt;
+pub mod regmap;
+pub mod telemetry;
 
 pub use coolplane_core::signals;

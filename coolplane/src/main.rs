@@ -5,6 +5,7 @@
 //! command line, reads configuration files for the user and prints reports.
 
 mod bench;
+mod wire;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
@@ -47,6 +48,22 @@ enum Command {
     },
     /// Benchmarks of the simulated plant (figures for BENCHMARKS.md).
     Bench(bench::BenchArgs),
+    /// One command: the simulated plant on Modbus TCP and MQTT, an MQTT broker, and the
+    /// controller closing the loop over the wire, with a live status line.
+    Demo(wire::DemoArgs),
+    /// The production daemon: real devices and an external broker, from a configuration file.
+    Run(wire::RunArgs),
+    /// The simulated plant as devices on the wire.
+    SimPlant {
+        #[command(subcommand)]
+        command: SimPlantCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum SimPlantCommand {
+    /// Serve every CDU, facility system and the meter as Modbus TCP servers, racks on MQTT.
+    Serve(wire::ServeArgs),
 }
 
 #[derive(Subcommand)]
@@ -208,6 +225,11 @@ fn dispatch(cli: Cli) -> Result<()> {
         },
         Command::FitPerf { data } => fit_perf(&data),
         Command::Bench(args) => bench::run(&args),
+        Command::Demo(args) => wire::demo(&args),
+        Command::Run(args) => wire::daemon(&args),
+        Command::SimPlant {
+            command: SimPlantCommand::Serve(args),
+        } => wire::serve(&args),
     }
 }
 

@@ -1394,6 +1394,8 @@ mod tests {
                     wet_bulb_c,
                     busy_gpus: 8000.0 * jobs,
                     budget_kw: it_base_kw * 1.15,
+                    adiabatic_on: 0.0,
+                    chiller_on: 0.0,
                 }
             })
             .collect();

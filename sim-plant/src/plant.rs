@@ -1359,7 +1359,7 @@ impl Plant {
             }
             m.supply_temp_c = Reading::good(q10(h.meas_lag), t);
             m.return_temp_c = Reading::good(q10(h.t_ret + n2), t);
-            m.flow_lpm = Reading::good(q10(water_kg_s_to_lpm(h.flow_kg_s)), t);
+            m.flow_lpm = Reading::good(round_tenth(water_kg_s_to_lpm(h.flow_kg_s)), t);
             m.supply_setpoint_c = Reading::good(q10(h.sp), t);
             m.fan_speed_pct = Reading::good(q10(h.fan * 100.0), t);
             m.adiabatic_on = h.adiabatic;
@@ -1393,8 +1393,9 @@ impl Plant {
         }
         let pn1 = self.noise(pn);
         let pn2 = self.noise(pn);
-        self.meas.meter.facility_power_kw = Reading::good(q10(self.power.facility_w / 1000.0 * (1.0 + pn1)), t);
-        self.meas.meter.it_power_kw = Reading::good(q10(self.power.it_w / 1000.0 * (1.0 + pn2)), t);
+        // Meters report 0.1 kW resolution as 32-bit values (no int16 range).
+        self.meas.meter.facility_power_kw = Reading::good(round_tenth(self.power.facility_w / 1000.0 * (1.0 + pn1)), t);
+        self.meas.meter.it_power_kw = Reading::good(round_tenth(self.power.it_w / 1000.0 * (1.0 + pn2)), t);
         self.meas.meter.power_budget_kw = Reading::good(self.budget_w / 1000.0, t);
         self.apply_sensor_faults();
     }
@@ -1496,6 +1497,11 @@ impl Plant {
             }
         }
     }
+}
+
+/// Round to 0.1 without a register range (32-bit meters).
+fn round_tenth(x: f64) -> f64 {
+    (x * 10.0).round() / 10.0
 }
 
 /// Quantise to 0.1 as an int16 ×10 register would.

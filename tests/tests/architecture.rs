@@ -26,6 +26,8 @@ const CRATES: &[(&str, &str)] = &[
     ("sim-plant", "coolplane-sim-plant"),
     ("adapters", "coolplane-adapters"),
     ("scenario", "coolplane-scenario"),
+    ("sim-wire", "coolplane-sim-wire"),
+    ("runtime", "coolplane-runtime"),
     ("coolplane", "coolplane"),
 ];
 
@@ -101,6 +103,8 @@ fn rules_cover_every_crate() {
     for pure in PURE {
         assert!(!rules[*pure].contains("adapters") && !rules[*pure].contains("scenario"));
     }
+    // The production daemon never links the simulated plant.
+    assert!(!rules["runtime"].contains("sim-plant") && !rules["runtime"].contains("sim-wire"));
 }
 
 #[test]

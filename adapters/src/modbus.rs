@@ -1,0 +1,503 @@
+//! Modbus TCP client for one device, driven by its register map.
+//!
+//! One task per device (one connection per device or gateway unit). Behaviour, after the known
+//! pitfalls of `tokio-modbus` (its client has no timeout, and a late reply after a timeout
+//! desynchronises a reused connection):
+//! - every request runs under a timeout; on a transport error or a timeout the connection is
+//!   dropped and reopened;
+//! - while a device is failing, reconnects back off exponentially (per device), so one dead device
+//!   never stalls the others;
+//! - Modbus exception codes are answers of the device: counted apart from transport failures and
+//!   they never drop the connection;
+//! - a value that could not be read keeps its old time stamp (so its age grows) and is marked
+//!   [`Quality::Bad`] after `stale_after_failures` failed polls; sentinels and non-finite floats
+//!   are marked [`Quality::Uncertain`] with a NaN value;
+//! - writes go out only when the value differs from the device's read-back by at least half a
+//!   register step, and are read back to verify; the write queue is bounded (a full queue refuses
+//!   the write: back-pressure on commands).
+
+use crate::clock::Clock;
+use crate::regmap::{decode, encode, Decoded, ReadBlock, RegisterMap, Table};
+use coolplane_core::signals::Quality;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use thiserror::Error;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tokio::time::{sleep, timeout, Instant};
+use tokio_modbus::client::{tcp, Context, Reader, Writer};
+use tokio_modbus::Slave;
+
+/// How to reach and poll one device.
+#[derive(Debug, Clone)]
+pub struct DeviceConfig {
+    /// Device name (for logs and status).
+    pub name: String,
+    /// TCP address.
+    pub addr: SocketAddr,
+    /// Modbus unit id.
+    pub unit: u8,
+    /// Register map.
+    pub map: Arc<RegisterMap>,
+    /// Poll period, s of plant time.
+    pub poll_interval_s: f64,
+    /// Timeout of every connect and request (wall clock).
+    pub timeout: Duration,
+    /// Failed polls after which values are marked bad.
+    pub stale_after_failures: u32,
+    /// First reconnect back-off (wall clock).
+    pub backoff_initial: Duration,
+    /// Longest reconnect back-off (wall clock).
+    pub backoff_max: Duration,
+    /// Capacity of the write queue.
+    pub write_queue: usize,
+}
+
+impl DeviceConfig {
+    /// Defaults for a device at `addr` with `map`: 1 s timeout, bad after 3 failures, back-off
+    /// 2 s doubling up to 5 min, 64 queued writes.
+    pub fn new(name: &str, addr: SocketAddr, unit: u8, map: Arc<RegisterMap>, poll_interval_s: f64) -> Self {
+        Self {
+            name: name.to_string(),
+            addr,
+            unit,
+            map,
+            poll_interval_s,
+            timeout: Duration::from_secs(1),
+            stale_after_failures: 3,
+            backoff_initial: Duration::from_secs(2),
+            backoff_max: Duration::from_secs(300),
+            write_queue: 64,
+        }
+    }
+}
+
+/// The latest value of one point.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PointValue {
+    /// Engineering value (NaN when the device reported no value).
+    pub value: f64,
+    /// Plant time of the last successful read, s (−∞ if never read).
+    pub t_s: f64,
+    /// Trust in the value.
+    pub quality: Quality,
+}
+
+/// Counters and state of one device's link.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DeviceStatus {
+    /// Connected now.
+    pub connected: bool,
+    /// Failed polls or connects in a row.
+    pub consecutive_failures: u32,
+    /// Completed poll cycles.
+    pub polls: u64,
+    /// Transport errors (connect refused, reset, protocol errors).
+    pub transport_errors: u64,
+    /// Requests that timed out.
+    pub timeouts: u64,
+    /// Modbus exception responses.
+    pub exceptions: u64,
+    /// Setpoint writes sent.
+    pub writes: u64,
+    /// Writes skipped because the device already had the value.
+    pub writes_skipped: u64,
+    /// Writes refused by the device or not confirmed by read-back.
+    pub write_failures: u64,
+    /// Last error, for operators.
+    pub last_error: Option<String>,
+}
+
+/// A write could not be queued.
+#[derive(Debug, Error, PartialEq)]
+pub enum WriteError {
+    /// No point of that name in the map.
+    #[error("device {device}: no point `{point}` in its register map")]
+    UnknownPoint {
+        /// Device.
+        device: String,
+        /// Point.
+        point: String,
+    },
+    /// The point is read-only.
+    #[error("device {device}: point `{point}` is not writable")]
+    NotWritable {
+        /// Device.
+        device: String,
+        /// Point.
+        point: String,
+    },
+    /// The write queue is full (the device is not keeping up): refused, not dropped silently.
+    #[error("device {device}: write queue full, `{point}` refused")]
+    QueueFull {
+        /// Device.
+        device: String,
+        /// Point.
+        point: String,
+    },
+}
+
+struct Shared {
+    points: Vec<PointValue>,
+    status: DeviceStatus,
+}
+
+/// Handle to a running device task.
+pub struct DeviceHandle {
+    name: String,
+    map: Arc<RegisterMap>,
+    shared: Arc<Mutex<Shared>>,
+    writes: mpsc::Sender<(usize, f64)>,
+    task: JoinHandle<()>,
+}
+
+impl DeviceHandle {
+    /// Device name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The latest value of a point by name.
+    pub fn point(&self, name: &str) -> Option<PointValue> {
+        let i = self.map.points.iter().position(|p| p.name == name)?;
+        self.shared.lock().ok().map(|s| s.points[i])
+    }
+
+    /// Link status and counters.
+    pub fn status(&self) -> DeviceStatus {
+        self.shared.lock().map(|s| s.status.clone()).unwrap_or_default()
+    }
+
+    /// Queue a write of `value` to point `name` (written on change, then read back).
+    pub fn write(&self, name: &str, value: f64) -> Result<(), WriteError> {
+        let Some(i) = self.map.points.iter().position(|p| p.name == name) else {
+            return Err(WriteError::UnknownPoint {
+                device: self.name.clone(),
+                point: name.to_string(),
+            });
+        };
+        if !self.map.points[i].writable {
+            return Err(WriteError::NotWritable {
+                device: self.name.clone(),
+                point: name.to_string(),
+            });
+        }
+        self.writes.try_send((i, value)).map_err(|_| WriteError::QueueFull {
+            device: self.name.clone(),
+            point: name.to_string(),
+        })
+    }
+
+    /// Stop the device task.
+    pub fn abort(&self) {
+        self.task.abort();
+    }
+}
+
+impl Drop for DeviceHandle {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Start polling a device.
+pub fn spawn_device(cfg: DeviceConfig, clock: Clock) -> DeviceHandle {
+    let n = cfg.map.points.len();
+    let shared = Arc::new(Mutex::new(Shared {
+        points: vec![
+            PointValue {
+                value: f64::NAN,
+                t_s: f64::NEG_INFINITY,
+                quality: Quality::Bad
+            };
+            n
+        ],
+        status: DeviceStatus::default(),
+    }));
+    let (tx, rx) = mpsc::channel(cfg.write_queue.max(1));
+    let name = cfg.name.clone();
+    let map = cfg.map.clone();
+    let task = tokio::spawn(device_task(cfg, clock, shared.clone(), rx));
+    DeviceHandle {
+        name,
+        map,
+        shared,
+        writes: tx,
+        task,
+    }
+}
+
+enum Failure {
+    Transport(String),
+    Timeout,
+}
+
+async fn device_task(
+    cfg: DeviceConfig,
+    clock: Clock,
+    shared: Arc<Mutex<Shared>>,
+    mut rx: mpsc::Receiver<(usize, f64)>,
+) {
+    let plan = cfg.map.read_plan(4);
+    let mut ctx: Option<Context> = None;
+    let mut backoff = cfg.backoff_initial;
+    let mut next_connect = Instant::now();
+    let mut pending: Vec<(usize, f64)> = Vec::new();
+    loop {
+        let cycle_start = Instant::now();
+        if ctx.is_none() && Instant::now() >= next_connect {
+            match timeout(cfg.timeout, tcp::connect_slave(cfg.addr, Slave(cfg.unit))).await {
+                Ok(Ok(c)) => {
+                    ctx = Some(c);
+                    backoff = cfg.backoff_initial;
+                    set(&shared, |s| s.status.connected = true);
+                }
+                Ok(Err(e)) => {
+                    fail(&cfg, &shared, Failure::Transport(format!("connect {}: {e}", cfg.addr)));
+                    next_connect = Instant::now() + backoff;
+                    backoff = (backoff * 2).min(cfg.backoff_max);
+                }
+                Err(_) => {
+                    fail(&cfg, &shared, Failure::Timeout);
+                    next_connect = Instant::now() + backoff;
+                    backoff = (backoff * 2).min(cfg.backoff_max);
+                }
+            }
+        }
+        if let Some(c) = ctx.as_mut() {
+            let mut ok = true;
+            while let Ok(w) = rx.try_recv() {
+                pending.push(w);
+            }
+            // Writes first (latest value per point wins), each verified by read-back.
+            pending.dedup_by(|later, earlier| {
+                later.0 == earlier.0 && {
+                    earlier.1 = later.1;
+                    true
+                }
+            });
+            for (i, v) in std::mem::take(&mut pending) {
+                match write_point(&cfg, c, &shared, i, v).await {
+                    Ok(()) => {}
+                    Err(f) => {
+                        fail(&cfg, &shared, f);
+                        ok = false;
+                        break;
+                    }
+                }
+            }
+            if ok {
+                for block in &plan {
+                    match read_block(&cfg, c, &clock, &shared, block).await {
+                        Ok(()) => {}
+                        Err(f) => {
+                            fail(&cfg, &shared, f);
+                            ok = false;
+                            break;
+                        }
+                    }
+                }
+            }
+            if ok {
+                set(&shared, |s| {
+                    s.status.polls += 1;
+                    s.status.consecutive_failures = 0;
+                });
+            } else {
+                // Drop the connection: a late reply would desynchronise it.
+                ctx = None;
+                set(&shared, |s| s.status.connected = false);
+                next_connect = Instant::now() + backoff;
+                backoff = (backoff * 2).min(cfg.backoff_max);
+            }
+        }
+        let wait = clock.wall(cfg.poll_interval_s).saturating_sub(cycle_start.elapsed());
+        let until = if ctx.is_none() {
+            (Instant::now() + wait).min(next_connect.max(Instant::now()))
+        } else {
+            Instant::now() + wait
+        };
+        let until = until.max(Instant::now() + Duration::from_millis(1));
+        tokio::select! {
+            _ = tokio::time::sleep_until(until) => {}
+            w = rx.recv() => match w {
+                Some(w) => pending.push(w),
+                None => {
+                    // The handle is gone: finish.
+                    if ctx.is_none() { return; }
+                    sleep(Duration::from_millis(1)).await;
+                }
+            }
+        }
+    }
+}
+
+fn set(shared: &Arc<Mutex<Shared>>, f: impl FnOnce(&mut Shared)) {
+    if let Ok(mut s) = shared.lock() {
+        f(&mut s);
+    }
+}
+
+fn fail(cfg: &DeviceConfig, shared: &Arc<Mutex<Shared>>, f: Failure) {
+    set(shared, |s| {
+        s.status.consecutive_failures = s.status.consecutive_failures.saturating_add(1);
+        match f {
+            Failure::Transport(e) => {
+                s.status.transport_errors += 1;
+                s.status.last_error = Some(e);
+            }
+            Failure::Timeout => {
+                s.status.timeouts += 1;
+                s.status.last_error = Some(format!("request to {} timed out after {:?}", cfg.addr, cfg.timeout));
+            }
+        }
+        s.status.connected = false;
+        if s.status.consecutive_failures >= cfg.stale_after_failures {
+            for p in &mut s.points {
+                p.quality = Quality::Bad;
+            }
+        }
+    });
+}
+
+async fn request<T>(
+    cfg: &DeviceConfig,
+    fut: impl std::future::Future<Output = tokio_modbus::Result<T>>,
+) -> Result<Result<T, tokio_modbus::ExceptionCode>, Failure> {
+    match timeout(cfg.timeout, fut).await {
+        Err(_) => Err(Failure::Timeout),
+        Ok(Err(e)) => Err(Failure::Transport(format!("{}: {e}", cfg.addr))),
+        Ok(Ok(r)) => Ok(r),
+    }
+}
+
+async fn read_block(
+    cfg: &DeviceConfig,
+    c: &mut Context,
+    clock: &Clock,
+    shared: &Arc<Mutex<Shared>>,
+    block: &ReadBlock,
+) -> Result<(), Failure> {
+    let words = match block.table {
+        Table::Input => request(cfg, c.read_input_registers(block.start, block.count)).await?,
+        Table::Holding => request(cfg, c.read_holding_registers(block.start, block.count)).await?,
+        Table::Coil => request(cfg, c.read_coils(block.start, block.count))
+            .await?
+            .map(|b| b.into_iter().map(u16::from).collect()),
+        Table::Discrete => request(cfg, c.read_discrete_inputs(block.start, block.count))
+            .await?
+            .map(|b| b.into_iter().map(u16::from).collect()),
+    };
+    let now = clock.now_s();
+    match words {
+        Ok(words) => {
+            let decoded = cfg.map.decode_block(block, &words);
+            set(shared, |s| {
+                for (i, d) in decoded {
+                    s.points[i] = match d {
+                        Decoded::Value(v) => PointValue {
+                            value: v,
+                            t_s: now,
+                            quality: Quality::Good,
+                        },
+                        Decoded::Sentinel | Decoded::Invalid(_) => PointValue {
+                            value: f64::NAN,
+                            t_s: now,
+                            quality: Quality::Uncertain,
+                        },
+                    };
+                }
+            });
+            Ok(())
+        }
+        Err(code) => {
+            // The device answered with an exception: the link is fine, these points are not.
+            set(shared, |s| {
+                s.status.exceptions += 1;
+                s.status.last_error = Some(format!(
+                    "{}: exception {code:?} reading {:?} {}+{}",
+                    cfg.name, block.table, block.start, block.count
+                ));
+                for (i, p) in cfg.map.points.iter().enumerate() {
+                    if p.table == block.table && p.address >= block.start && p.address < block.start + block.count {
+                        s.points[i].quality = Quality::Bad;
+                    }
+                }
+            });
+            Ok(())
+        }
+    }
+}
+
+async fn write_point(
+    cfg: &DeviceConfig,
+    c: &mut Context,
+    shared: &Arc<Mutex<Shared>>,
+    i: usize,
+    v: f64,
+) -> Result<(), Failure> {
+    let p = &cfg.map.points[i];
+    let words = match encode(p, v) {
+        Ok(w) => w,
+        Err(e) => {
+            set(shared, |s| {
+                s.status.write_failures += 1;
+                s.status.last_error = Some(e.to_string());
+            });
+            return Ok(());
+        }
+    };
+    // Write on change only: the device already holds this value (as last read back).
+    let current = shared.lock().map(|s| s.points[i]).ok();
+    if let Some(cur) = current {
+        if cur.quality == Quality::Good && (cur.value - v).abs() < 0.5 * p.scale.abs() {
+            set(shared, |s| s.status.writes_skipped += 1);
+            return Ok(());
+        }
+    }
+    if p.table != Table::Holding {
+        set(shared, |s| {
+            s.status.write_failures += 1;
+            s.status.last_error = Some(format!("{}: `{}` is not a holding register", cfg.name, p.name));
+        });
+        return Ok(());
+    }
+    let r = if words.len() == 1 {
+        request(cfg, c.write_single_register(p.address, words[0])).await?
+    } else {
+        request(cfg, c.write_multiple_registers(p.address, &words)).await?
+    };
+    set(shared, |s| s.status.writes += 1);
+    if let Err(code) = r {
+        set(shared, |s| {
+            s.status.write_failures += 1;
+            s.status.last_error = Some(format!(
+                "{}: device refused `{}` = {v}: exception {code:?}",
+                cfg.name, p.name
+            ));
+        });
+        return Ok(());
+    }
+    // Read back to verify.
+    let back = request(cfg, c.read_holding_registers(p.address, p.width())).await?;
+    match back {
+        Ok(w) if w == words => {
+            if let Decoded::Value(x) = decode(p, &w) {
+                set(shared, |s| s.points[i].value = x);
+            }
+        }
+        Ok(w) => set(shared, |s| {
+            s.status.write_failures += 1;
+            s.status.last_error = Some(format!(
+                "{}: read-back of `{}` gave {w:?}, wrote {words:?}",
+                cfg.name, p.name
+            ));
+        }),
+        Err(code) => set(shared, |s| {
+            s.status.write_failures += 1;
+            s.status.last_error = Some(format!("{}: read-back of `{}` refused: {code:?}", cfg.name, p.name));
+        }),
+    }
+    Ok(())
+}

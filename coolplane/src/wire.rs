@@ -1,0 +1,591 @@
+//! `coolplane demo`, `coolplane run --config` and `coolplane sim-plant serve`: the loop closed
+//! over real protocols (Modbus TCP and MQTT).
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use coolplane_adapters::clock::Clock;
+use coolplane_runtime::{
+    Daemon, DaemonConfig, DaemonReport, DaemonSection, DeviceRole, DeviceSection, MqttSection, TickStatus,
+};
+use coolplane_scenario::spec::ScenarioSpec;
+use coolplane_scenario::{run, RunOptions, Scenario};
+use coolplane_sim_plant::kpi::Kpis;
+use coolplane_sim_wire::{Role, SimWire, SimWireConfig};
+use std::io::{IsTerminal, Write};
+use std::net::{IpAddr, Ipv4Addr};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Options of the simulated plant (shared by `demo` and `sim-plant serve`).
+#[derive(Args, Clone, Debug)]
+pub struct SimArgs {
+    /// Built-in site or site file.
+    #[arg(long, default_value = "hall-10k")]
+    pub site: String,
+    /// `synthetic` or an EnergyPlus .epw file.
+    #[arg(long, default_value = "synthetic")]
+    pub weather: String,
+    /// Day of the weather year to start on (0-based).
+    #[arg(long, default_value_t = 180.0)]
+    pub start_day: f64,
+    /// Seed of every random effect.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Plant step, s of plant time.
+    #[arg(long, default_value_t = 5.0)]
+    pub step: f64,
+    /// Plant time runs this many times faster than real time.
+    #[arg(long, default_value_t = 60.0)]
+    pub speed: f64,
+    /// First Modbus TCP port (CDUs, then facility systems, then the meter), on 127.0.0.1.
+    #[arg(long, default_value_t = 15020)]
+    pub modbus_port: u16,
+    /// Rack telemetry period, s of plant time.
+    #[arg(long, default_value_t = 10.0)]
+    pub telemetry_s: f64,
+}
+
+/// `coolplane demo`.
+#[derive(Args, Clone, Debug)]
+pub struct DemoArgs {
+    #[command(flatten)]
+    sim: SimArgs,
+    /// Control policy.
+    #[arg(long, default_value = "trim-respond")]
+    policy: String,
+    /// Stop after this much plant time (`30m`, `6h`, `1d`, or seconds); Ctrl-C stops earlier.
+    #[arg(long, default_value = "2h")]
+    duration: String,
+    /// MQTT broker: `embedded` (rumqttd on 127.0.0.1:--mqtt-port) or `HOST:PORT` (e.g. a Mosquitto).
+    #[arg(long, default_value = "embedded")]
+    broker: String,
+    /// Port of the embedded broker.
+    #[arg(long, default_value_t = 18830)]
+    mqtt_port: u16,
+    /// Controller tick, s of plant time.
+    #[arg(long, default_value_t = 10.0)]
+    tick: f64,
+    /// Also run the same scenario in process and compare the KPIs.
+    #[arg(long)]
+    compare: bool,
+    /// Print the final KPIs as one JSON object on stdout.
+    #[arg(long)]
+    json: bool,
+}
+
+/// `coolplane sim-plant serve`.
+#[derive(Args, Clone, Debug)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    sim: SimArgs,
+    /// MQTT broker `HOST:PORT` for rack telemetry (none: Modbus only).
+    #[arg(long)]
+    mqtt: Option<String>,
+    /// Stop after this much plant time; Ctrl-C stops earlier.
+    #[arg(long)]
+    duration: Option<String>,
+}
+
+/// `coolplane run`.
+#[derive(Args, Clone, Debug)]
+pub struct RunArgs {
+    /// Daemon configuration (TOML).
+    #[arg(long)]
+    config: PathBuf,
+    /// Stop after this much plant time; Ctrl-C stops earlier.
+    #[arg(long)]
+    duration: Option<String>,
+}
+
+/// Parse `90`, `90s`, `30m`, `6h`, `2d` into seconds.
+pub fn parse_duration_s(s: &str) -> Result<f64> {
+    let s = s.trim();
+    let (num, mult) = match s.char_indices().last() {
+        Some((i, 's')) => (&s[..i], 1.0),
+        Some((i, 'm')) => (&s[..i], 60.0),
+        Some((i, 'h')) => (&s[..i], 3600.0),
+        Some((i, 'd')) => (&s[..i], 86_400.0),
+        _ => (s, 1.0),
+    };
+    let v: f64 = num
+        .trim()
+        .parse()
+        .with_context(|| format!("duration `{s}`: expected a number with s, m, h or d"))?;
+    if !(v.is_finite() && v > 0.0) {
+        bail!("duration `{s}` must be positive");
+    }
+    Ok(v * mult)
+}
+
+fn parse_host_port(s: &str) -> Result<(String, u16)> {
+    let (h, p) = s
+        .rsplit_once(':')
+        .with_context(|| format!("`{s}`: expected HOST:PORT"))?;
+    let port: u16 = p.parse().with_context(|| format!("`{s}`: bad port"))?;
+    Ok((h.to_string(), port))
+}
+
+fn scenario_for(sim: &SimArgs, days: f64) -> Result<Scenario> {
+    let mut spec = ScenarioSpec::default_for_site(&sim.site);
+    spec.scenario.name = "wire".into();
+    spec.scenario.seed = sim.seed;
+    spec.scenario.step_s = sim.step;
+    spec.scenario.warmup_h = 0.0;
+    spec.weather.source = sim.weather.clone();
+    spec.weather.start_day = Some(sim.start_day);
+    spec.weather.days = Some(days.max(1.0 / 86_400.0));
+    let cwd = std::env::current_dir()?;
+    Ok(spec.resolve(&cwd)?)
+}
+
+/// Start the embedded MQTT broker (rumqttd) on 127.0.0.1:`port`; returns once it accepts connections.
+pub fn start_embedded_broker(port: u16) -> Result<()> {
+    let text = format!(
+        r#"id = 0
+[router]
+id = 0
+max_connections = 10010
+max_outgoing_packet_count = 200
+max_segment_size = 104857600
+max_segment_count = 10
+
+[v4.1]
+name = "v4-1"
+listen = "127.0.0.1:{port}"
+next_connection_delay_ms = 1
+[v4.1.connections]
+connection_timeout_ms = 60000
+max_payload_size = 4194304
+max_inflight_count = 100
+dynamic_filters = true
+"#
+    );
+    let config: rumqttd::Config = toml::from_str(&text).context("embedded broker configuration")?;
+    if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+        bail!("port 127.0.0.1:{port} is already in use: choose another with --mqtt-port, or use --broker HOST:PORT");
+    }
+    let mut broker = rumqttd::Broker::new(config);
+    std::thread::Builder::new()
+        .name("rumqttd".into())
+        .spawn(move || {
+            if let Err(e) = broker.start() {
+                eprintln!("coolplane: embedded MQTT broker stopped: {e}");
+            }
+        })
+        .context("starting the embedded broker thread")?;
+    for _ in 0..100 {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    bail!("the embedded MQTT broker did not start listening on 127.0.0.1:{port}")
+}
+
+/// A daemon configuration for the devices of a running simulated plant.
+pub fn daemon_config_for(
+    sim: &SimWire,
+    site: &str,
+    policy: &str,
+    tick_s: f64,
+    speed: f64,
+    mqtt: Option<(String, u16)>,
+) -> DaemonConfig {
+    DaemonConfig {
+        daemon: DaemonSection {
+            site: site.to_string(),
+            policy: policy.to_string(),
+            tick_s,
+            speed,
+        },
+        controller: Default::default(),
+        mqtt: mqtt.map(|(host, port)| MqttSection {
+            host,
+            port,
+            client_id: format!("coolplane-{}", std::process::id()),
+        }),
+        devices: sim
+            .endpoints()
+            .iter()
+            .map(|e| DeviceSection {
+                role: match e.role {
+                    Role::Cdu => DeviceRole::Cdu,
+                    Role::Facility => DeviceRole::Facility,
+                    Role::Meter => DeviceRole::Meter,
+                },
+                index: e.index,
+                address: e.addr.to_string(),
+                unit: 1,
+                map: match e.role {
+                    Role::Cdu => "builtin:coolplane-cdu",
+                    Role::Facility => "builtin:coolplane-facility",
+                    Role::Meter => "builtin:coolplane-meter",
+                }
+                .to_string(),
+                poll_s: (tick_s / 2.0).max(1.0),
+                timeout_ms: 500,
+                backoff_ms: 200,
+                backoff_max_ms: 5_000,
+            })
+            .collect(),
+    }
+}
+
+fn status_printer() -> impl FnMut(&TickStatus) {
+    let tty = std::io::stderr().is_terminal();
+    let mut last_print = -f64::INFINITY;
+    move |s: &TickStatus| {
+        let h = (s.t_s / 3600.0).floor();
+        let m = ((s.t_s - h * 3600.0) / 60.0).floor();
+        let line = format!(
+            "t {:>3.0}:{:02.0} · mode {:?} · PUE {:.4} · IT {:.2} MW · non-IT {:.0} kW · hottest GPU {:.0} °C / slowdown {:.0} °C · devices bad {} · racks fresh {}/{} · writes {}",
+            h,
+            m,
+            s.mode,
+            s.pue(),
+            s.it_kw / 1000.0,
+            s.facility_kw - s.it_kw,
+            s.hottest_gpu_c,
+            s.slowdown_c,
+            s.devices_bad,
+            s.racks_fresh,
+            s.racks,
+            s.writes
+        );
+        if tty {
+            eprint!("\r{line}   ");
+            let _ = std::io::stderr().flush();
+        } else if s.t_s - last_print >= 600.0 {
+            last_print = s.t_s;
+            eprintln!("{line}");
+        }
+    }
+}
+
+async fn shutdown_after(clock: Clock, duration_s: Option<f64>) {
+    let ctrl_c = tokio::signal::ctrl_c();
+    match duration_s {
+        Some(d) => {
+            tokio::select! {
+                _ = ctrl_c => {}
+                _ = tokio::time::sleep(clock.wall(d - clock.now_s())) => {}
+            }
+        }
+        None => {
+            let _ = ctrl_c.await;
+        }
+    }
+}
+
+fn kpi_lines(k: &Kpis) -> Vec<(&'static str, f64, &'static str)> {
+    vec![
+        ("PUE", k.pue, ""),
+        ("IT energy", k.it_energy_kwh, "kWh"),
+        ("facility energy", k.facility_energy_kwh, "kWh"),
+        ("cooling energy", k.cooling_energy_kwh, "kWh"),
+        ("throttle", k.throttle_gpu_s, "GPU-s"),
+        ("GPU shutdowns", k.gpu_shutdowns as f64, ""),
+        ("hottest GPU", k.gpu_temp_max_c, "°C"),
+        ("energy balance error", k.energy_balance_error_pct, "%"),
+        ("supply temp max deviation", k.supply_temp_max_dev_k, "K"),
+        ("setpoint writes", k.setpoint_writes as f64, ""),
+    ]
+}
+
+fn print_report(report: &DaemonReport) {
+    let bad: Vec<_> = report
+        .devices
+        .iter()
+        .filter(|(_, s)| s.transport_errors + s.timeouts > 0)
+        .collect();
+    eprintln!(
+        "adapters: {} ticks, {} setpoint writes queued, {} refused; {} devices, {} with transport errors or timeouts",
+        report.ticks,
+        report.writes,
+        report.refused,
+        report.devices.len(),
+        bad.len()
+    );
+    if let Some(m) = &report.mqtt {
+        eprintln!(
+            "mqtt: {} rack messages accepted, {} rejected {:?}, {} dropped (queue full), {} connects",
+            m.accepted,
+            m.rejected.values().sum::<u64>(),
+            m.rejected,
+            m.dropped_queue_full,
+            m.connects
+        );
+    }
+}
+
+/// `coolplane demo`.
+pub fn demo(a: &DemoArgs) -> Result<()> {
+    let duration_s = parse_duration_s(&a.duration)?;
+    coolplane_policies::by_name(&a.policy)?;
+    let scenario = scenario_for(&a.sim, duration_s / 86_400.0 + 0.01)?;
+    let broker = if a.broker == "embedded" {
+        start_embedded_broker(a.mqtt_port)?;
+        ("127.0.0.1".to_string(), a.mqtt_port)
+    } else {
+        parse_host_port(&a.broker)?
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let (kpis, report, plant_s, published) = rt.block_on(async {
+        let clock = Clock::new(a.sim.speed);
+        let sim = SimWire::start(
+            SimWireConfig {
+                scenario: scenario.clone(),
+                step_s: a.sim.step,
+                bind: IpAddr::V4(Ipv4Addr::LOCALHOST),
+                modbus_base_port: a.sim.modbus_port,
+                mqtt: Some(broker.clone()),
+                telemetry_interval_s: a.sim.telemetry_s,
+            },
+            clock,
+        )
+        .await?;
+        eprintln!(
+            "coolplane demo: {} simulated on {} Modbus TCP devices ({}–{}), racks on MQTT {}:{} ({}), policy {}, {}× real time, {:.1} h of plant time",
+            scenario.site.site.name,
+            sim.endpoints().len(),
+            sim.endpoints().first().map(|e| e.addr.to_string()).unwrap_or_default(),
+            sim.endpoints().last().map(|e| e.addr.port().to_string()).unwrap_or_default(),
+            broker.0,
+            broker.1,
+            if a.broker == "embedded" { "embedded rumqttd" } else { "external broker" },
+            a.policy,
+            a.sim.speed,
+            duration_s / 3600.0
+        );
+        let cfg = daemon_config_for(&sim, &a.sim.site, &a.policy, a.tick, a.sim.speed, Some(broker.clone()));
+        let daemon = Daemon::new(&cfg, Path::new("."), "demo", clock)?;
+        let report = daemon.run(shutdown_after(clock, Some(duration_s)), status_printer()).await;
+        if std::io::stderr().is_terminal() {
+            eprintln!();
+        }
+        let kpis = sim.kpis();
+        let plant_s = sim.plant_time_s();
+        let published = sim.telemetry_published();
+        sim.stop();
+        anyhow::Ok((kpis, report, plant_s, published))
+    })?;
+    rt.shutdown_timeout(Duration::from_secs(1));
+    print_report(&report);
+    eprintln!(
+        "simulated plant: {:.2} h of plant time, {published} rack telemetry messages published",
+        plant_s / 3600.0
+    );
+    let Some(k) = kpis else {
+        bail!("the simulated plant produced no KPIs (it never stepped)")
+    };
+    let inproc = if a.compare {
+        let mut sc = scenario.clone();
+        sc.period.duration_s = plant_s;
+        let policy = coolplane_policies::by_name(&a.policy)?;
+        let r = run(&sc, policy, &RunOptions::default(), &mut |_| {})?;
+        Some(r.report.kpis)
+    } else {
+        None
+    };
+    if a.json {
+        let mut v = serde_json::json!({ "site": scenario.site.site.name, "policy": a.policy, "seed": a.sim.seed, "plant_time_s": plant_s, "over_the_wire": k });
+        if let Some(i) = &inproc {
+            v["in_process"] = serde_json::to_value(i)?;
+        }
+        println!("{}", serde_json::to_string(&v)?);
+    } else {
+        println!(
+            "KPIs over {:.2} h of plant time (closed loop over Modbus TCP + MQTT){}",
+            plant_s / 3600.0,
+            if inproc.is_some() {
+                ", and the same scenario in process"
+            } else {
+                ""
+            }
+        );
+        println!("PUE boundary: {}", k.pue_boundary);
+        for (i, (name, v, unit)) in kpi_lines(&k).into_iter().enumerate() {
+            match &inproc {
+                Some(ip) => {
+                    let w = kpi_lines(ip)[i].1;
+                    println!("  {name:<28} {v:>14.4} {w:>14.4}  {unit}");
+                }
+                None => println!("  {name:<28} {v:>14.4}  {unit}"),
+            }
+        }
+    }
+    if let Some(ip) = &inproc {
+        let tol = Tolerance::default();
+        let verdict = tol.compare(&k, ip);
+        for line in &verdict.lines {
+            eprintln!("{line}");
+        }
+        if !verdict.ok {
+            bail!("over-the-wire KPIs differ from the in-process run by more than the stated tolerance");
+        }
+    }
+    Ok(())
+}
+
+/// How closely a closed loop over the wire must reproduce the in-process run of the same scenario.
+///
+/// The plant is the same code with the same seed; what differs is the path of information:
+/// readings are sampled by device polls (every `tick/2`), rack telemetry every 10 s, the controller
+/// ticks on wall-clock timers instead of in lock-step with the plant, and setpoints arrive one
+/// poll later. Those delays shift when (not whether) setpoints move, so energies agree closely
+/// but not exactly: IT energy depends on the workload (identical) and on die temperature through
+/// leakage (≈ 0.7 %/K of static power), PUE and cooling energy on the controller's timing.
+#[derive(Debug, Clone, Copy)]
+pub struct Tolerance {
+    /// |ΔPUE|.
+    pub pue_abs: f64,
+    /// Relative IT energy.
+    pub it_rel: f64,
+    /// Relative cooling energy.
+    pub cooling_rel: f64,
+}
+
+impl Default for Tolerance {
+    fn default() -> Self {
+        Self {
+            pue_abs: 0.002,
+            it_rel: 0.005,
+            cooling_rel: 0.10,
+        }
+    }
+}
+
+/// The comparison's result.
+pub struct Verdict {
+    /// Within tolerance.
+    pub ok: bool,
+    /// One line per KPI compared.
+    pub lines: Vec<String>,
+}
+
+impl Tolerance {
+    /// Compare the over-the-wire KPIs `w` with the in-process `p`.
+    pub fn compare(&self, w: &Kpis, p: &Kpis) -> Verdict {
+        let mut ok = true;
+        let mut lines = Vec::new();
+        let mut check = |name: &str, d: f64, tol: f64| {
+            let pass = d.abs() <= tol;
+            ok &= pass;
+            lines.push(format!(
+                "{name}: difference {d:+.5} (tolerance ±{tol}) {}",
+                if pass { "ok" } else { "EXCEEDED" }
+            ));
+        };
+        check("PUE", w.pue - p.pue, self.pue_abs);
+        check(
+            "IT energy (relative)",
+            w.it_energy_kwh / p.it_energy_kwh - 1.0,
+            self.it_rel,
+        );
+        check(
+            "cooling energy (relative)",
+            w.cooling_energy_kwh / p.cooling_energy_kwh - 1.0,
+            self.cooling_rel,
+        );
+        let both_zero = (w.throttle_gpu_s == 0.0) == (p.throttle_gpu_s == 0.0);
+        ok &= both_zero;
+        lines.push(format!(
+            "throttle: {} vs {} GPU-s {}",
+            w.throttle_gpu_s,
+            p.throttle_gpu_s,
+            if both_zero { "ok" } else { "DIFFER" }
+        ));
+        Verdict { ok, lines }
+    }
+}
+
+/// `coolplane sim-plant serve`.
+pub fn serve(a: &ServeArgs) -> Result<()> {
+    let duration_s = a.duration.as_deref().map(parse_duration_s).transpose()?;
+    let scenario = scenario_for(&a.sim, duration_s.map(|d| d / 86_400.0 + 0.01).unwrap_or(365.0))?;
+    let mqtt = a.mqtt.as_deref().map(parse_host_port).transpose()?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    rt.block_on(async {
+        let clock = Clock::new(a.sim.speed);
+        let sim = SimWire::start(
+            SimWireConfig {
+                scenario: scenario.clone(),
+                step_s: a.sim.step,
+                bind: IpAddr::V4(Ipv4Addr::LOCALHOST),
+                modbus_base_port: a.sim.modbus_port,
+                mqtt: mqtt.clone(),
+                telemetry_interval_s: a.sim.telemetry_s,
+            },
+            clock,
+        )
+        .await?;
+        println!(
+            "coolplane simulated plant `{}` serving (unit id 1 on every device; maps under maps/):",
+            scenario.site.site.name
+        );
+        for e in sim.endpoints() {
+            println!(
+                "  {:<9} {:>4}  {:<24} modbus tcp {}",
+                format!("{:?}", e.role).to_lowercase(),
+                e.index,
+                e.name,
+                e.addr
+            );
+        }
+        if let Some((h, p)) = &mqtt {
+            println!(
+                "  racks publish on mqtt {h}:{p} topic coolplane/v1/{}/rack/+/telemetry",
+                scenario.site.site.name
+            );
+        }
+        let _ = std::io::stdout().flush();
+        shutdown_after(clock, duration_s).await;
+        let (req, exc) = sim.modbus_counters();
+        eprintln!(
+            "served {req} Modbus requests ({exc} exception answers), {} rack telemetry messages",
+            sim.telemetry_published()
+        );
+        sim.stop();
+        anyhow::Ok(())
+    })?;
+    rt.shutdown_timeout(Duration::from_secs(1));
+    Ok(())
+}
+
+/// `coolplane run --config FILE`: the production daemon.
+pub fn daemon(a: &RunArgs) -> Result<()> {
+    let text = std::fs::read_to_string(&a.config).with_context(|| format!("reading {}", a.config.display()))?;
+    let file = a.config.display().to_string();
+    let cfg = DaemonConfig::from_toml_str(&file, &text)?;
+    let duration_s = a.duration.as_deref().map(parse_duration_s).transpose()?;
+    let base = a
+        .config
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("."));
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let report = rt.block_on(async {
+        let clock = Clock::new(cfg.daemon.speed);
+        let d = Daemon::new(&cfg, &base, &file, clock)?;
+        eprintln!(
+            "coolplane daemon: site {}, policy {}, tick {} s, {} devices",
+            cfg.daemon.site,
+            cfg.daemon.policy,
+            cfg.daemon.tick_s,
+            cfg.devices.len()
+        );
+        anyhow::Ok(d.run(shutdown_after(clock, duration_s), status_printer()).await)
+    })?;
+    rt.shutdown_timeout(Duration::from_secs(1));
+    print_report(&report);
+    Ok(())
+}

@@ -1,0 +1,478 @@
+//! # coolplane-runtime
+//!
+//! The production daemon: a thin async driver around the sans-IO controller. It reads a daemon
+//! configuration (site, policy, tick, Modbus devices with their register maps, MQTT broker),
+//! starts one adapter task per device and the MQTT link, and then, once per tick, assembles the
+//! process image, runs the controller, and hands its actions to the adapters.
+//!
+//! The controller runs at its own fixed tick on the latest image: it never acts on single
+//! messages. Everything the adapters could not read shows up as ageing or bad readings, which the
+//! controller turns into safe setpoints.
+
+use coolplane_adapters::clock::Clock;
+use coolplane_adapters::image::WirePlant;
+use coolplane_adapters::modbus::{spawn_device, DeviceConfig, DeviceStatus};
+use coolplane_adapters::mqtt::{MqttConfig, MqttLink, MqttStats};
+use coolplane_adapters::regmap::RegisterMap;
+use coolplane_controller::{Controller, ControllerConfig, ControllerEvent, Mode};
+use coolplane_core::site::{builtin_site, Site};
+use coolplane_core::topology::Topology;
+use serde::{Deserialize, Serialize};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+use thiserror::Error;
+
+/// Built-in register maps, by the name `builtin:NAME` in a daemon configuration.
+pub fn builtin_map(name: &str) -> Option<&'static str> {
+    match name {
+        "coolplane-cdu" => Some(include_str!("../../maps/coolplane-cdu.toml")),
+        "coolplane-facility" => Some(include_str!("../../maps/coolplane-facility.toml")),
+        "coolplane-meter" => Some(include_str!("../../maps/coolplane-meter.toml")),
+        _ => None,
+    }
+}
+
+/// The daemon could not start.
+#[derive(Debug, Error)]
+pub enum DaemonError {
+    /// The configuration did not parse or is invalid; the message names the field.
+    #[error("daemon configuration {file}: {message}")]
+    Config {
+        /// File.
+        file: String,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+fn cfg_err(file: &str, message: impl Into<String>) -> DaemonError {
+    DaemonError::Config {
+        file: file.to_string(),
+        message: message.into(),
+    }
+}
+
+/// `[daemon]` table.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DaemonSection {
+    /// Built-in site name or path to a site file (relative to the configuration file).
+    pub site: String,
+    /// Control policy.
+    #[serde(default = "default_policy")]
+    pub policy: String,
+    /// Controller tick, s of plant time.
+    #[serde(default = "default_tick")]
+    pub tick_s: f64,
+    /// Plant-time speed-up over real time (1 in production; the simulated plant may run faster).
+    #[serde(default = "one")]
+    pub speed: f64,
+}
+
+fn default_policy() -> String {
+    "trim-respond".into()
+}
+fn default_tick() -> f64 {
+    10.0
+}
+fn one() -> f64 {
+    1.0
+}
+
+/// `[mqtt]` table.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MqttSection {
+    /// Broker host.
+    pub host: String,
+    /// Broker port.
+    #[serde(default = "default_mqtt_port")]
+    pub port: u16,
+    /// Client id.
+    #[serde(default = "default_client_id")]
+    pub client_id: String,
+}
+
+fn default_mqtt_port() -> u16 {
+    1883
+}
+fn default_client_id() -> String {
+    "coolplane".into()
+}
+
+/// Role of a Modbus device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DeviceRole {
+    /// A CDU.
+    Cdu,
+    /// A hall's facility water system.
+    Facility,
+    /// The site meter.
+    Meter,
+}
+
+/// One `[[device]]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeviceSection {
+    /// Role.
+    pub role: DeviceRole,
+    /// CDU or hall index in the site's topology (0 for the meter).
+    #[serde(default)]
+    pub index: usize,
+    /// `host:port`.
+    pub address: String,
+    /// Modbus unit id.
+    #[serde(default = "default_unit")]
+    pub unit: u8,
+    /// Register map: a path (relative to the configuration file) or `builtin:coolplane-cdu`.
+    pub map: String,
+    /// Poll period, s of plant time.
+    #[serde(default = "default_poll")]
+    pub poll_s: f64,
+    /// Request timeout, ms (wall clock).
+    #[serde(default = "default_timeout")]
+    pub timeout_ms: u64,
+    /// First reconnect back-off, ms (wall clock); doubles up to `backoff_max_ms`.
+    #[serde(default = "default_backoff")]
+    pub backoff_ms: u64,
+    /// Longest reconnect back-off, ms.
+    #[serde(default = "default_backoff_max")]
+    pub backoff_max_ms: u64,
+}
+
+fn default_unit() -> u8 {
+    1
+}
+fn default_poll() -> f64 {
+    5.0
+}
+fn default_timeout() -> u64 {
+    1000
+}
+fn default_backoff() -> u64 {
+    2000
+}
+fn default_backoff_max() -> u64 {
+    300_000
+}
+
+/// A daemon configuration file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DaemonConfig {
+    /// Site, policy, tick.
+    pub daemon: DaemonSection,
+    /// Controller tuning.
+    #[serde(default)]
+    pub controller: ControllerConfig,
+    /// Broker (absent: no rack telemetry).
+    #[serde(default)]
+    pub mqtt: Option<MqttSection>,
+    /// Modbus devices.
+    #[serde(default, rename = "device")]
+    pub devices: Vec<DeviceSection>,
+}
+
+impl DaemonConfig {
+    /// Parse a configuration file's text.
+    pub fn from_toml_str(file: &str, text: &str) -> Result<Self, DaemonError> {
+        let c: DaemonConfig = toml::from_str(text).map_err(|e| cfg_err(file, e.to_string()))?;
+        if !(c.daemon.tick_s.is_finite() && c.daemon.tick_s >= 0.1 && c.daemon.tick_s <= 600.0) {
+            return Err(cfg_err(
+                file,
+                format!("daemon.tick_s = {}: must be within [0.1, 600] s", c.daemon.tick_s),
+            ));
+        }
+        if !(c.daemon.speed.is_finite() && c.daemon.speed > 0.0 && c.daemon.speed <= 100_000.0) {
+            return Err(cfg_err(
+                file,
+                format!("daemon.speed = {}: must be within (0, 100000]", c.daemon.speed),
+            ));
+        }
+        coolplane_policies::by_name(&c.daemon.policy).map_err(|e| cfg_err(file, format!("daemon.policy: {e}")))?;
+        for (i, d) in c.devices.iter().enumerate() {
+            d.address
+                .parse::<SocketAddr>()
+                .map_err(|e| cfg_err(file, format!("device[{i}].address = {:?}: {e}", d.address)))?;
+            if !(d.poll_s.is_finite() && d.poll_s > 0.0) {
+                return Err(cfg_err(
+                    file,
+                    format!("device[{i}].poll_s = {}: must be positive", d.poll_s),
+                ));
+            }
+            if d.timeout_ms == 0 {
+                return Err(cfg_err(
+                    file,
+                    format!("device[{i}].timeout_ms = 0: every request needs a timeout"),
+                ));
+            }
+        }
+        Ok(c)
+    }
+}
+
+/// What the daemon shows each tick.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TickStatus {
+    /// Plant time, s.
+    pub t_s: f64,
+    /// Controller mode.
+    pub mode: Mode,
+    /// Utility-meter power, kW (NaN when unknown).
+    pub facility_kw: f64,
+    /// IT power, kW (NaN when unknown).
+    pub it_kw: f64,
+    /// Hottest GPU die reported, °C.
+    pub hottest_gpu_c: f64,
+    /// GPU slowdown limit, °C.
+    pub slowdown_c: f64,
+    /// Devices whose readings are bad now.
+    pub devices_bad: usize,
+    /// Racks with telemetry younger than the controller's staleness limit.
+    pub racks_fresh: usize,
+    /// Racks in all.
+    pub racks: usize,
+    /// Setpoint writes queued so far.
+    pub writes: u64,
+}
+
+impl TickStatus {
+    /// PUE now (meter readings).
+    pub fn pue(&self) -> f64 {
+        self.facility_kw / self.it_kw
+    }
+}
+
+/// The daemon's counters at the end.
+#[derive(Debug, Clone, Default)]
+pub struct DaemonReport {
+    /// Ticks run.
+    pub ticks: u64,
+    /// Setpoint writes queued.
+    pub writes: u64,
+    /// Writes refused by the adapters.
+    pub refused: u64,
+    /// Status of every device at the end, by name.
+    pub devices: Vec<(String, DeviceStatus)>,
+    /// MQTT counters.
+    pub mqtt: Option<MqttStats>,
+    /// Controller events.
+    pub events: Vec<ControllerEvent>,
+    /// Last tick's status.
+    pub last: Option<TickStatus>,
+}
+
+/// A configured daemon, ready to run.
+pub struct Daemon {
+    wire: WirePlant,
+    controller: Controller,
+    tick_s: f64,
+    clock: Clock,
+    slowdown_c: f64,
+    stale_after_s: f64,
+}
+
+fn load_map(base: &Path, spec: &str) -> Result<RegisterMap, String> {
+    if let Some(name) = spec.strip_prefix("builtin:") {
+        let text = builtin_map(name).ok_or_else(|| format!("no built-in register map `{name}`"))?;
+        return RegisterMap::from_toml_str(spec, text).map_err(|e| e.to_string());
+    }
+    let path = base.join(spec);
+    let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    RegisterMap::from_toml_str(&path.display().to_string(), &text).map_err(|e| e.to_string())
+}
+
+impl Daemon {
+    /// Build from a configuration (`base`: directory of the configuration file, for relative paths).
+    /// Must be called inside a tokio runtime.
+    pub fn new(cfg: &DaemonConfig, base: &Path, file: &str, clock: Clock) -> Result<Self, DaemonError> {
+        let site: Site = match builtin_site(&cfg.daemon.site) {
+            Ok(s) => s,
+            Err(_) => {
+                let path: PathBuf = base.join(&cfg.daemon.site);
+                let text = std::fs::read_to_string(&path)
+                    .map_err(|e| cfg_err(file, format!("daemon.site: {}: {e}", path.display())))?;
+                Site::from_toml_str(&path.display().to_string(), &text).map_err(|e| cfg_err(file, e.to_string()))?
+            }
+        };
+        let topo = Topology::new(&site);
+        let mut cdus: Vec<Option<_>> = (0..topo.cdus.len()).map(|_| None).collect();
+        let mut facilities: Vec<Option<_>> = (0..topo.halls.len()).map(|_| None).collect();
+        let mut meter = None;
+        for (i, d) in cfg.devices.iter().enumerate() {
+            let map = Arc::new(load_map(base, &d.map).map_err(|e| cfg_err(file, format!("device[{i}].map: {e}")))?);
+            let addr: SocketAddr = d
+                .address
+                .parse()
+                .map_err(|e| cfg_err(file, format!("device[{i}].address: {e}")))?;
+            let name = match d.role {
+                DeviceRole::Cdu => topo.cdus.get(d.index).map(|c| c.name.clone()),
+                DeviceRole::Facility => topo.halls.get(d.index).map(|h| format!("{}-fws", h.name)),
+                DeviceRole::Meter => Some(format!("{}-meter", site.site.name)),
+            }
+            .ok_or_else(|| {
+                cfg_err(
+                    file,
+                    format!("device[{i}].index = {}: the site has no such {:?}", d.index, d.role),
+                )
+            })?;
+            let mut dc = DeviceConfig::new(&name, addr, d.unit, map, d.poll_s);
+            dc.timeout = Duration::from_millis(d.timeout_ms);
+            dc.backoff_initial = Duration::from_millis(d.backoff_ms);
+            dc.backoff_max = Duration::from_millis(d.backoff_max_ms.max(d.backoff_ms));
+            let h = spawn_device(dc, clock);
+            let slot = match d.role {
+                DeviceRole::Cdu => &mut cdus[d.index],
+                DeviceRole::Facility => &mut facilities[d.index],
+                DeviceRole::Meter => &mut meter,
+            };
+            if slot.is_some() {
+                return Err(cfg_err(
+                    file,
+                    format!("device[{i}]: a second device for {:?} {}", d.role, d.index),
+                ));
+            }
+            *slot = Some(h);
+        }
+        let mqtt = cfg.mqtt.as_ref().map(|m| {
+            let racks: Vec<String> = topo.racks.iter().map(|r| r.name.clone()).collect();
+            let gpus: Vec<usize> = topo.racks.iter().map(|r| r.gpus.len()).collect();
+            MqttLink::start(
+                MqttConfig::new(
+                    &m.host,
+                    m.port,
+                    &m.client_id,
+                    &site.site.name,
+                    racks,
+                    gpus,
+                    site.gpu.slowdown_c as f32,
+                ),
+                clock,
+            )
+        });
+        let policy = coolplane_policies::by_name(&cfg.daemon.policy)
+            .map_err(|e| cfg_err(file, format!("daemon.policy: {e}")))?;
+        let controller = Controller::new(&site, policy, cfg.controller);
+        Ok(Self {
+            wire: WirePlant::new(topo, cdus, facilities, meter, mqtt),
+            controller,
+            tick_s: cfg.daemon.tick_s,
+            clock,
+            slowdown_c: site.gpu.slowdown_c,
+            stale_after_s: cfg.controller.stale_after_s,
+        })
+    }
+
+    /// The controller (mode, setpoints, limits).
+    pub fn controller(&self) -> &Controller {
+        &self.controller
+    }
+
+    /// The wire-side plant (devices, MQTT link).
+    pub fn wire(&self) -> &WirePlant {
+        &self.wire
+    }
+
+    /// One tick now: image → controller → actions. Returns the status line.
+    pub fn tick(&mut self, report: &mut DaemonReport) -> TickStatus {
+        let now = self.clock.now_s();
+        let m = self.wire.measurements(now);
+        let actions = self.controller.tick(now, &m);
+        let unix_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as i64)
+            .unwrap_or(0);
+        let applied = self.wire.apply(&actions, unix_ms);
+        report.ticks += 1;
+        report.writes += applied.writes_queued as u64;
+        report.refused += applied.refused.len() as u64;
+        for r in applied.refused {
+            eprintln!("coolplane: {r}");
+        }
+        if report.events.len() < 100_000 {
+            report.events.extend(self.controller.drain_events());
+        }
+        let hottest = m
+            .racks
+            .iter()
+            .filter(|r| r.gpu_temp_max_c.usable(now, self.stale_after_s))
+            .map(|r| r.gpu_temp_max_c.value)
+            .fold(f64::NAN, f64::max);
+        let bad = self
+            .wire
+            .cdus
+            .iter()
+            .chain(self.wire.facilities.iter())
+            .chain(std::iter::once(&self.wire.meter))
+            .flatten()
+            .filter(|d| d.status().consecutive_failures > 0)
+            .count();
+        let st = TickStatus {
+            t_s: now,
+            mode: self.controller.mode(),
+            facility_kw: if m.meter.facility_power_kw.usable(now, self.stale_after_s) {
+                m.meter.facility_power_kw.value
+            } else {
+                f64::NAN
+            },
+            it_kw: if m.meter.it_power_kw.usable(now, self.stale_after_s) {
+                m.meter.it_power_kw.value
+            } else {
+                f64::NAN
+            },
+            hottest_gpu_c: hottest,
+            slowdown_c: self.slowdown_c,
+            devices_bad: bad,
+            racks_fresh: m
+                .racks
+                .iter()
+                .filter(|r| r.gpu_temp_max_c.usable(now, self.stale_after_s))
+                .count(),
+            racks: m.racks.len(),
+            writes: report.writes,
+        };
+        report.last = Some(st.clone());
+        st
+    }
+
+    /// Run ticks until `shutdown` resolves, calling `on_tick` after each.
+    pub async fn run(
+        mut self,
+        shutdown: impl std::future::Future<Output = ()>,
+        mut on_tick: impl FnMut(&TickStatus),
+    ) -> DaemonReport {
+        let mut report = DaemonReport::default();
+        tokio::pin!(shutdown);
+        let mut next = self.clock.now_s() + self.tick_s;
+        loop {
+            let wait = self.clock.wall(next - self.clock.now_s());
+            tokio::select! {
+                _ = &mut shutdown => break,
+                _ = tokio::time::sleep(wait) => {}
+            }
+            let st = self.tick(&mut report);
+            on_tick(&st);
+            next += self.tick_s;
+            // Never try to catch up a backlog of ticks: the controller acts on the latest image.
+            let now = self.clock.now_s();
+            if next < now {
+                next = now + self.tick_s;
+            }
+        }
+        report.devices = self
+            .wire
+            .cdus
+            .iter()
+            .chain(self.wire.facilities.iter())
+            .chain(std::iter::once(&self.wire.meter))
+            .flatten()
+            .map(|d| (d.name().to_string(), d.status()))
+            .collect();
+        report.mqtt = self.wire.mqtt.as_ref().map(|m| m.stats());
+        report
+    }
+}

@@ -1,0 +1,770 @@
+//! # coolplane-sim-wire
+//!
+//! The simulated plant on the wire, as real equipment would present it: every CDU, every hall's
+//! facility water system and the site meter is a Modbus TCP server (one port each, on loopback
+//! by default) with the shipped register maps (`maps/*.toml`), local firmware behaviour (the
+//! plant's PI loops, BMS timeout, alarms) and Modbus exceptions for bad addresses and out-of-range
+//! writes; every rack publishes its telemetry over MQTT once per interval (per-GPU arrays;
+//! odd-numbered racks report die temperatures as margins to slowdown, as newer drivers do) and
+//! applies power-limit commands, answering with what it applied. Simulated time may run faster
+//! than real time (`speed`).
+//!
+//! This crate is linked into the `coolplane` binary only for `sim-plant serve` and `demo`: the
+//! production daemon never needs it.
+
+use coolplane_adapters::clock::Clock;
+use coolplane_adapters::regmap::{encode_reading, RegisterMap, Table};
+use coolplane_adapters::telemetry::{
+    encode_power_limit_result, encode_rack_telemetry, parse_power_limit_command, PowerLimitResult, RackTelemetry,
+    TempReport, Topics,
+};
+use coolplane_core::signals::{Actions, CduCommand, FacilityCommand, Measurements, Quality, RackPowerLimits};
+use coolplane_scenario::Scenario;
+use coolplane_sim_plant::cluster::Cluster;
+use coolplane_sim_plant::kpi::Kpis;
+use coolplane_sim_plant::Plant;
+use rumqttc::{AsyncClient, Event, MqttOptions, Packet, QoS};
+use std::collections::HashMap;
+use std::future;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use thiserror::Error;
+use tokio::net::TcpListener;
+use tokio::task::JoinHandle;
+use tokio_modbus::server::tcp::{accept_tcp_connection, Server};
+use tokio_modbus::{ExceptionCode, Request, Response};
+
+/// The register maps shipped with the project (also under `maps/`).
+pub const CDU_MAP: &str = include_str!("../../maps/coolplane-cdu.toml");
+/// Facility water system map.
+pub const FACILITY_MAP: &str = include_str!("../../maps/coolplane-facility.toml");
+/// Site meter map.
+pub const METER_MAP: &str = include_str!("../../maps/coolplane-meter.toml");
+
+/// The simulated plant could not be started.
+#[derive(Debug, Error)]
+pub enum SimWireError {
+    /// A shipped register map did not parse (a build defect).
+    #[error("register map: {0}")]
+    Map(String),
+    /// A port could not be bound.
+    #[error("binding {addr}: {source}")]
+    Bind {
+        /// Address.
+        addr: SocketAddr,
+        /// OS error.
+        source: std::io::Error,
+    },
+    /// The plant could not be built.
+    #[error(transparent)]
+    Plant(#[from] coolplane_sim_plant::PlantError),
+}
+
+/// What kind of device an endpoint is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Role {
+    /// A CDU.
+    Cdu,
+    /// A hall's facility water system.
+    Facility,
+    /// The site meter.
+    Meter,
+}
+
+/// One simulated Modbus device.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Endpoint {
+    /// Role.
+    pub role: Role,
+    /// Index within its role (CDU index, hall index, 0 for the meter).
+    pub index: usize,
+    /// Device name (from the topology).
+    pub name: String,
+    /// Listening address.
+    pub addr: SocketAddr,
+}
+
+/// How to serve the simulated plant.
+#[derive(Debug, Clone)]
+pub struct SimWireConfig {
+    /// The resolved scenario (site, weather, workload, events, seed).
+    pub scenario: Scenario,
+    /// Plant step, s of plant time.
+    pub step_s: f64,
+    /// Address to bind the Modbus servers to.
+    pub bind: IpAddr,
+    /// First Modbus port: CDUs from here, then facility systems, then the meter. 0: any free ports.
+    pub modbus_base_port: u16,
+    /// MQTT broker host (None: no MQTT).
+    pub mqtt: Option<(String, u16)>,
+    /// Rack telemetry period, s of plant time.
+    pub telemetry_interval_s: f64,
+}
+
+struct DeviceImage {
+    map: Arc<RegisterMap>,
+    input: Vec<u16>,
+    holding: Vec<u16>,
+    /// Firmware limits of writable points (engineering units), by point index.
+    limits: HashMap<usize, (f64, f64)>,
+    /// Accepted writes since the last plant step: (point index, engineering value).
+    writes: Vec<(usize, f64)>,
+    /// Answering requests (false: the plant says this device is offline, or it was forced).
+    online: bool,
+    /// Forced silent by [`SimWire::set_online`].
+    forced_offline: bool,
+    requests: u64,
+    exceptions: u64,
+}
+
+impl DeviceImage {
+    fn new(map: Arc<RegisterMap>) -> Self {
+        let size = |t: Table| {
+            map.points
+                .iter()
+                .filter(|p| p.table == t)
+                .map(|p| p.address as usize + p.width() as usize)
+                .max()
+                .unwrap_or(0)
+        };
+        Self {
+            input: vec![0; size(Table::Input)],
+            holding: vec![0; size(Table::Holding)],
+            map,
+            limits: HashMap::new(),
+            writes: Vec::new(),
+            online: true,
+            forced_offline: false,
+            requests: 0,
+            exceptions: 0,
+        }
+    }
+
+    /// Store a value into its registers as the device would present it.
+    fn set(&mut self, name: &str, value: f64) {
+        let Some(i) = self.map.points.iter().position(|p| p.name == name) else {
+            return;
+        };
+        let p = &self.map.points[i];
+        // Device side: saturate like firmware; NaN ("no value") becomes the point's sentinel.
+        let Ok(words) = encode_reading(p, Some(value)) else {
+            return;
+        };
+        let regs = match p.table {
+            Table::Input => &mut self.input,
+            Table::Holding => &mut self.holding,
+            _ => return,
+        };
+        let a = p.address as usize;
+        if a + words.len() <= regs.len() {
+            regs[a..a + words.len()].copy_from_slice(&words);
+        }
+    }
+
+    fn read(&self, table: Table, addr: u16, cnt: u16) -> Result<Vec<u16>, ExceptionCode> {
+        let regs = if table == Table::Input {
+            &self.input
+        } else {
+            &self.holding
+        };
+        let (a, n) = (addr as usize, cnt as usize);
+        if n == 0 || n > 125 || a + n > regs.len() {
+            return Err(ExceptionCode::IllegalDataAddress);
+        }
+        Ok(regs[a..a + n].to_vec())
+    }
+
+    fn write(&mut self, addr: u16, words: &[u16]) -> Result<(), ExceptionCode> {
+        // A write must cover whole writable points exactly.
+        let mut off = 0usize;
+        let mut accepted = Vec::new();
+        while off < words.len() {
+            let a = addr as usize + off;
+            let Some(i) = self
+                .map
+                .points
+                .iter()
+                .position(|p| p.table == Table::Holding && p.address as usize == a)
+            else {
+                return Err(ExceptionCode::IllegalDataAddress);
+            };
+            let p = &self.map.points[i];
+            let w = p.width() as usize;
+            if !p.writable || off + w > words.len() {
+                return Err(ExceptionCode::IllegalDataAddress);
+            }
+            let chunk = &words[off..off + w];
+            let value = match coolplane_adapters::regmap::decode(p, chunk) {
+                coolplane_adapters::regmap::Decoded::Value(v) => v,
+                _ => return Err(ExceptionCode::IllegalDataValue),
+            };
+            let (lo, hi) = self
+                .limits
+                .get(&i)
+                .copied()
+                .unwrap_or((p.min.unwrap_or(f64::MIN), p.max.unwrap_or(f64::MAX)));
+            if !(value >= lo - 1e-9 && value <= hi + 1e-9) {
+                return Err(ExceptionCode::IllegalDataValue);
+            }
+            accepted.push((i, value, a, chunk.to_vec()));
+            off += w;
+        }
+        for (i, value, a, chunk) in accepted {
+            self.holding[a..a + chunk.len()].copy_from_slice(&chunk);
+            self.writes.push((i, value));
+        }
+        Ok(())
+    }
+}
+
+#[derive(Clone)]
+struct DeviceService {
+    image: Arc<Mutex<DeviceImage>>,
+}
+
+impl tokio_modbus::server::Service for DeviceService {
+    type Request = Request<'static>;
+    type Response = Option<Response>;
+    type Exception = ExceptionCode;
+    type Future = future::Ready<Result<Self::Response, Self::Exception>>;
+
+    fn call(&self, req: Self::Request) -> Self::Future {
+        let Ok(mut img) = self.image.lock() else {
+            return future::ready(Err(ExceptionCode::ServerDeviceFailure));
+        };
+        if !img.online {
+            // A device that stopped answering: no response at all (the client times out).
+            return future::ready(Ok(None));
+        }
+        img.requests += 1;
+        let r = match req {
+            Request::ReadInputRegisters(a, n) => img.read(Table::Input, a, n).map(Response::ReadInputRegisters),
+            Request::ReadHoldingRegisters(a, n) => img.read(Table::Holding, a, n).map(Response::ReadHoldingRegisters),
+            Request::WriteSingleRegister(a, w) => img.write(a, &[w]).map(|()| Response::WriteSingleRegister(a, w)),
+            Request::WriteMultipleRegisters(a, ws) => {
+                let n = ws.len() as u16;
+                img.write(a, &ws).map(|()| Response::WriteMultipleRegisters(a, n))
+            }
+            _ => Err(ExceptionCode::IllegalFunction),
+        };
+        if r.is_err() {
+            img.exceptions += 1;
+        }
+        future::ready(r.map(Some))
+    }
+}
+
+/// Power-limit commands received and not yet applied: (rack, request id, limits).
+type PowerQueue = Arc<Mutex<Vec<(usize, String, Vec<f32>)>>>;
+
+/// Shared state of a running simulated plant.
+struct Shared {
+    kpis: Option<Kpis>,
+    t_s: f64,
+    last: Option<Measurements>,
+    telemetry_published: u64,
+    commands_applied: u64,
+}
+
+/// A running simulated plant.
+pub struct SimWire {
+    endpoints: Vec<Endpoint>,
+    images: Vec<(Role, usize, Arc<Mutex<DeviceImage>>)>,
+    shared: Arc<Mutex<Shared>>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl SimWire {
+    /// Bind every device, connect to the broker and start stepping the plant on `clock`.
+    pub async fn start(cfg: SimWireConfig, clock: Clock) -> Result<Self, SimWireError> {
+        let maps = [CDU_MAP, FACILITY_MAP, METER_MAP]
+            .iter()
+            .zip(["coolplane-cdu.toml", "coolplane-facility.toml", "coolplane-meter.toml"])
+            .map(|(t, n)| {
+                RegisterMap::from_toml_str(n, t)
+                    .map(Arc::new)
+                    .map_err(|e| SimWireError::Map(e.to_string()))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let sc = &cfg.scenario;
+        let mut plant = Plant::new(&sc.site, sc.spec.scenario.seed)?;
+        for e in &sc.events {
+            plant.schedule_fault(*e);
+        }
+        let topo = plant.topology().clone();
+        let limits = coolplane_policies_limits(&sc.site, &topo);
+        let mut endpoints = Vec::new();
+        let mut images = Vec::new();
+        let mut tasks = Vec::new();
+        let mut port = cfg.modbus_base_port;
+        let mut add = |role: Role, index: usize, name: String, map: Arc<RegisterMap>| -> Result<(), SimWireError> {
+            let addr = SocketAddr::new(cfg.bind, port);
+            if port != 0 {
+                port = port.wrapping_add(1);
+            }
+            let std_listener =
+                std::net::TcpListener::bind(addr).map_err(|source| SimWireError::Bind { addr, source })?;
+            std_listener
+                .set_nonblocking(true)
+                .map_err(|source| SimWireError::Bind { addr, source })?;
+            let bound = std_listener
+                .local_addr()
+                .map_err(|source| SimWireError::Bind { addr, source })?;
+            let listener = TcpListener::from_std(std_listener).map_err(|source| SimWireError::Bind { addr, source })?;
+            let image = Arc::new(Mutex::new(DeviceImage::new(map)));
+            let svc = DeviceService { image: image.clone() };
+            tasks.push(tokio::spawn(async move {
+                let server = Server::new(listener);
+                let on_connected = |stream, socket_addr| {
+                    let svc = svc.clone();
+                    async move { accept_tcp_connection(stream, socket_addr, move |_| Ok(Some(svc.clone()))) }
+                };
+                let _ = server.serve(&on_connected, |_err| {}).await;
+            }));
+            endpoints.push(Endpoint {
+                role,
+                index,
+                name,
+                addr: bound,
+            });
+            images.push((role, index, image));
+            Ok(())
+        };
+        for (i, c) in topo.cdus.iter().enumerate() {
+            add(Role::Cdu, i, c.name.clone(), maps[0].clone())?;
+        }
+        for (h, hall) in topo.halls.iter().enumerate() {
+            add(Role::Facility, h, format!("{}-fws", hall.name), maps[1].clone())?;
+        }
+        add(Role::Meter, 0, format!("{}-meter", sc.site.site.name), maps[2].clone())?;
+        // Firmware limits and initial holding registers (the local defaults).
+        for (role, index, img) in &images {
+            let Ok(mut im) = img.lock() else { continue };
+            let idx = |im: &DeviceImage, n: &str| im.map.points.iter().position(|p| p.name == n);
+            match role {
+                Role::Cdu => {
+                    let l = limits.0[*index];
+                    if let Some(i) = idx(&im, "supply_setpoint_c") {
+                        im.limits.insert(i, (l.0, l.1));
+                    }
+                    if let Some(i) = idx(&im, "flow_setpoint_lpm") {
+                        im.limits.insert(i, (l.3.floor(), l.4.ceil()));
+                    }
+                    im.set("supply_setpoint_c", l.2);
+                    im.set("flow_setpoint_lpm", l.5.round());
+                    im.set("bms_timeout_s", l.6);
+                }
+                Role::Facility => {
+                    let l = limits.1[*index];
+                    if let Some(i) = idx(&im, "supply_setpoint_c") {
+                        im.limits.insert(i, (l.0, l.1));
+                    }
+                    im.set("supply_setpoint_c", l.2);
+                    im.set("bms_timeout_s", l.3);
+                }
+                Role::Meter => {}
+            }
+        }
+        let shared = Arc::new(Mutex::new(Shared {
+            kpis: None,
+            t_s: 0.0,
+            last: None,
+            telemetry_published: 0,
+            commands_applied: 0,
+        }));
+        // MQTT: rack agents.
+        let power_cmds: PowerQueue = Arc::new(Mutex::new(Vec::new()));
+        let topics = Topics::new(&sc.site.site.name);
+        let mqtt_client = match &cfg.mqtt {
+            Some((host, mport)) => {
+                let mut opts = MqttOptions::new(
+                    format!("coolplane-sim-{}-{}", sc.site.site.name, std::process::id()),
+                    host.clone(),
+                    *mport,
+                );
+                opts.set_keep_alive(Duration::from_secs(15));
+                opts.set_max_packet_size(4 * 1024 * 1024, 4 * 1024 * 1024);
+                let (client, mut eventloop) = AsyncClient::new(opts, (topo.racks.len() * 2).max(64));
+                let rack_index: HashMap<String, usize> = topo
+                    .racks
+                    .iter()
+                    .enumerate()
+                    .map(|(i, r)| (r.name.clone(), i))
+                    .collect();
+                let gpus: Vec<usize> = topo.racks.iter().map(|r| r.gpus.len()).collect();
+                let cmds = power_cmds.clone();
+                let sub_client = client.clone();
+                let topics2 = topics.clone();
+                tasks.push(tokio::spawn(async move {
+                    let mut backoff = Duration::from_millis(200);
+                    loop {
+                        match eventloop.poll().await {
+                            Ok(Event::Incoming(Packet::ConnAck(_))) => {
+                                backoff = Duration::from_millis(200);
+                                let _ = sub_client.try_subscribe(topics2.power_limit_set_filter(), QoS::AtLeastOnce);
+                            }
+                            Ok(Event::Incoming(Packet::Publish(p))) => {
+                                // Retained commands are ignored: nothing replays at start-up.
+                                if p.retain {
+                                    continue;
+                                }
+                                let Some(rack) = topics2.rack_of(&p.topic) else {
+                                    continue;
+                                };
+                                let Some(&r) = rack_index.get(rack) else { continue };
+                                match parse_power_limit_command(&p.payload, gpus[r]) {
+                                    Ok(cmd) => {
+                                        if let Ok(mut c) = cmds.lock() {
+                                            if c.len() < 10_000 {
+                                                c.push((r, cmd.request_id, cmd.limits_w));
+                                            }
+                                        }
+                                    }
+                                    Err(e) => {
+                                        eprintln!("coolplane sim: rejected power-limit command on {}: {e}", p.topic)
+                                    }
+                                }
+                            }
+                            Ok(_) => {}
+                            Err(_) => {
+                                tokio::time::sleep(backoff).await;
+                                backoff = (backoff * 2).min(Duration::from_secs(5));
+                            }
+                        }
+                    }
+                }));
+                Some(client)
+            }
+            None => None,
+        };
+        // The plant loop.
+        let step_s = cfg.step_s;
+        let images2 = images.clone();
+        let shared2 = shared.clone();
+        let tel_every = ((cfg.telemetry_interval_s / step_s).round() as u64).max(1);
+        let scenario = cfg.scenario.clone();
+        let min_cap = sc.site.gpu.min_cap_w as f32;
+        let max_cap = sc.site.gpu.tdp_w as f32;
+        let slowdown = sc.site.gpu.slowdown_c as f32;
+        tasks.push(tokio::spawn(async move {
+            let mut cluster = Cluster::new(&plant);
+            let mut last_hb: Vec<Option<f64>> = vec![None; images2.len()];
+            let mut k: u64 = 0;
+            let epoch_ms = unix_ms_now();
+            if scenario.scoring_start_s() <= 0.0 {
+                plant.start_scoring();
+            }
+            loop {
+                // Keep plant time in step with the shared clock (catch up if behind).
+                let target = (k + 1) as f64 * step_s;
+                let now = clock.now_s();
+                if now < target {
+                    tokio::time::sleep(clock.wall(target - now)).await;
+                }
+                let t = k as f64 * step_s;
+                let mut actions = Actions {
+                    cdus: vec![CduCommand::default(); topo.cdus.len()],
+                    facilities: vec![FacilityCommand::default(); topo.halls.len()],
+                    ..Default::default()
+                };
+                for (j, (role, index, img)) in images2.iter().enumerate() {
+                    let Ok(mut im) = img.lock() else { continue };
+                    let writes = std::mem::take(&mut im.writes);
+                    for (i, v) in writes {
+                        let name = im.map.points[i].name.clone();
+                        match (role, name.as_str()) {
+                            (Role::Cdu, "supply_setpoint_c") => actions.cdus[*index].supply_temp_setpoint_c = Some(v),
+                            (Role::Cdu, "flow_setpoint_lpm") => actions.cdus[*index].flow_setpoint_lpm = Some(v),
+                            (Role::Facility, "supply_setpoint_c") => {
+                                actions.facilities[*index].supply_temp_setpoint_c = Some(v)
+                            }
+                            (_, "heartbeat") => {
+                                // A heartbeat is a change of the heartbeat register.
+                                if last_hb[j] != Some(v) {
+                                    match role {
+                                        Role::Cdu => actions.cdus[*index].heartbeat = true,
+                                        Role::Facility => actions.facilities[*index].heartbeat = true,
+                                        Role::Meter => {}
+                                    }
+                                    last_hb[j] = Some(v);
+                                }
+                                im.set("heartbeat_echo", v);
+                            }
+                            _ => {}
+                        }
+                    }
+                }
+                let mut results = Vec::new();
+                if let Ok(mut cmds) = power_cmds.lock() {
+                    for (r, id, limits) in cmds.drain(..) {
+                        let applied: Vec<f32> = limits
+                            .iter()
+                            .map(|w| {
+                                if w.is_finite() {
+                                    w.clamp(min_cap, max_cap)
+                                } else {
+                                    max_cap
+                                }
+                            })
+                            .collect();
+                        actions.power_limits.push(RackPowerLimits {
+                            rack: r as u32,
+                            limits_w: applied.clone(),
+                        });
+                        results.push((r, id, applied));
+                    }
+                }
+                cluster.advance(t, &scenario.workload, &mut plant, None);
+                let ambient = scenario.weather.sample(scenario.weather_time_s(t));
+                plant.step(step_s, &ambient, &actions);
+                if (k as f64 + 1.0) * step_s >= scenario.scoring_start_s()
+                    && (k as f64) * step_s < scenario.scoring_start_s()
+                {
+                    plant.start_scoring();
+                }
+                let m = plant.measurements().clone();
+                update_images(&images2, &m);
+                let ts_ms = epoch_ms + ((t + step_s) * 1000.0 / clock.speed()) as i64;
+                if let Some(client) = &mqtt_client {
+                    for (r, id, applied) in results {
+                        let res = PowerLimitResult {
+                            request_id: id,
+                            applied_w: applied,
+                            ts_unix_ms: ts_ms,
+                        };
+                        let _ = client.try_publish(
+                            topics.power_limit_result(&topo.racks[r].name),
+                            QoS::AtLeastOnce,
+                            false,
+                            encode_power_limit_result(&res),
+                        );
+                    }
+                    if k % tel_every == 0 {
+                        let mut n = 0;
+                        for (r, rack) in topo.racks.iter().enumerate() {
+                            let g = rack.gpus.clone();
+                            let rm = &m.racks[r];
+                            let tel = RackTelemetry {
+                                ts_unix_ms: ts_ms,
+                                rack: rack.name.clone(),
+                                seq: k,
+                                it_power_kw: rm.it_power_kw.value,
+                                inlet_temp_c: rm.inlet_temp_c.value,
+                                outlet_temp_c: rm.outlet_temp_c.value,
+                                gpu_power_w: m.gpus.power_w[g.clone()].to_vec(),
+                                gpu_util: m.gpus.util[g.clone()].to_vec(),
+                                gpu_power_limit_w: m.gpus.power_limit_w[g.clone()].to_vec(),
+                                gpu_temp_c: m.gpus.temp_c[g.clone()].to_vec(),
+                                gpu_clock_events: m.gpus.clock_events[g.clone()].to_vec(),
+                                temps_were_margins: false,
+                            };
+                            let how = if r % 2 == 1 {
+                                TempReport::Margin
+                            } else {
+                                TempReport::Absolute
+                            };
+                            if client
+                                .try_publish(
+                                    topics.rack_telemetry(&rack.name),
+                                    QoS::AtMostOnce,
+                                    false,
+                                    encode_rack_telemetry(&tel, how, slowdown),
+                                )
+                                .is_ok()
+                            {
+                                n += 1;
+                            }
+                        }
+                        if let Ok(mut s) = shared2.lock() {
+                            s.telemetry_published += n;
+                        }
+                    }
+                }
+                if let Ok(mut s) = shared2.lock() {
+                    s.t_s = t + step_s;
+                    s.kpis = Some(plant.kpis());
+                    s.last = Some(m);
+                    s.commands_applied += actions.power_limits.len() as u64;
+                }
+                k += 1;
+            }
+        }));
+        Ok(Self {
+            endpoints,
+            images,
+            shared,
+            tasks,
+        })
+    }
+
+    /// The Modbus devices and their addresses.
+    pub fn endpoints(&self) -> &[Endpoint] {
+        &self.endpoints
+    }
+
+    /// Make a device stop answering (or answer again), as a CDU whose controller hangs.
+    pub fn set_online(&self, role: Role, index: usize, online: bool) {
+        for (r, i, img) in &self.images {
+            if *r == role && *i == index {
+                if let Ok(mut im) = img.lock() {
+                    im.forced_offline = !online;
+                    im.online = online;
+                }
+            }
+        }
+    }
+
+    /// KPIs the plant computed so far (scored window).
+    pub fn kpis(&self) -> Option<Kpis> {
+        self.shared.lock().ok().and_then(|s| s.kpis.clone())
+    }
+
+    /// Plant time, s.
+    pub fn plant_time_s(&self) -> f64 {
+        self.shared.lock().map(|s| s.t_s).unwrap_or(0.0)
+    }
+
+    /// The plant's latest measurements (what its sensors report).
+    pub fn last_measurements(&self) -> Option<Measurements> {
+        self.shared.lock().ok().and_then(|s| s.last.clone())
+    }
+
+    /// Rack telemetry messages published so far.
+    pub fn telemetry_published(&self) -> u64 {
+        self.shared.lock().map(|s| s.telemetry_published).unwrap_or(0)
+    }
+
+    /// Modbus requests served and exceptions answered, over all devices.
+    pub fn modbus_counters(&self) -> (u64, u64) {
+        self.images.iter().fold((0, 0), |(r, e), (_, _, img)| match img.lock() {
+            Ok(im) => (r + im.requests, e + im.exceptions),
+            Err(_) => (r, e),
+        })
+    }
+
+    /// Stop serving.
+    pub fn stop(&self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+impl Drop for SimWire {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn unix_ms_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+fn update_images(images: &[(Role, usize, Arc<Mutex<DeviceImage>>)], m: &Measurements) {
+    for (role, index, img) in images {
+        let Ok(mut im) = img.lock() else { continue };
+        match role {
+            Role::Cdu => {
+                let Some(c) = m.cdus.get(*index) else { continue };
+                // A CDU the plant reports as silent (offline fault, comms loss) stops answering.
+                let plant_ok = c.supply_temp_c.quality != Quality::Bad || c.supply_temp_c.t_s >= m.t_s;
+                im.online = plant_ok && !im.forced_offline;
+                let v =
+                    |r: coolplane_core::signals::Reading| if r.quality == Quality::Good { r.value } else { f64::NAN };
+                for (name, r) in [
+                    ("supply_temp_c", c.supply_temp_c),
+                    ("return_temp_c", c.return_temp_c),
+                    ("flow_lpm", c.flow_lpm),
+                    ("facility_in_temp_c", c.facility_in_temp_c),
+                    ("heat_kw", c.heat_kw),
+                    ("pump_speed_pct", c.pump_speed_pct),
+                    ("valve_pct", c.valve_pct),
+                    ("pump_power_kw", c.pump_power_kw),
+                    ("supply_setpoint_active_c", c.supply_setpoint_c),
+                    ("flow_setpoint_active_lpm", c.flow_setpoint_lpm),
+                    ("supply_temp_f32_c", c.supply_temp_c),
+                    ("return_temp_f32_c", c.return_temp_c),
+                    ("flow_f32_lpm", c.flow_lpm),
+                    ("heat_f32_kw", c.heat_kw),
+                    ("pump_power_f32_kw", c.pump_power_kw),
+                ] {
+                    im.set(name, v(r));
+                }
+                im.set("alarms", c.alarms as f64);
+                im.set("local_fallback", if c.local_fallback { 1.0 } else { 0.0 });
+            }
+            Role::Facility => {
+                let Some(f) = m.facilities.get(*index) else { continue };
+                let v =
+                    |r: coolplane_core::signals::Reading| if r.quality == Quality::Good { r.value } else { f64::NAN };
+                for (name, r) in [
+                    ("supply_temp_c", f.supply_temp_c),
+                    ("return_temp_c", f.return_temp_c),
+                    ("flow_lpm", f.flow_lpm),
+                    ("supply_setpoint_active_c", f.supply_setpoint_c),
+                    ("fan_speed_pct", f.fan_speed_pct),
+                    ("fan_power_kw", f.fan_power_kw),
+                    ("pump_power_kw", f.pump_power_kw),
+                    ("chiller_power_kw", f.chiller_power_kw),
+                    ("outdoor_dry_bulb_c", f.outdoor_dry_bulb_c),
+                    ("outdoor_wet_bulb_c", f.outdoor_wet_bulb_c),
+                ] {
+                    im.set(name, v(r));
+                }
+                im.set("adiabatic_on", if f.adiabatic_on { 1.0 } else { 0.0 });
+                im.set("chiller_on", if f.chiller_on { 1.0 } else { 0.0 });
+                im.set("local_fallback", if f.local_fallback { 1.0 } else { 0.0 });
+            }
+            Role::Meter => {
+                for (name, r) in [
+                    ("facility_power_kw", m.meter.facility_power_kw),
+                    ("it_power_kw", m.meter.it_power_kw),
+                    ("power_budget_kw", m.meter.power_budget_kw),
+                    ("facility_power_u32_kw", m.meter.facility_power_kw),
+                    ("it_power_u32_kw", m.meter.it_power_kw),
+                    ("power_budget_u32_kw", m.meter.power_budget_kw),
+                ] {
+                    im.set(name, r.value);
+                }
+            }
+        }
+    }
+}
+
+/// Per CDU: (supply min, supply max, supply default, flow min, flow max, flow design, BMS timeout);
+/// per hall: (supply min, supply max, supply default, BMS timeout).
+#[allow(clippy::type_complexity)]
+fn coolplane_policies_limits(
+    site: &coolplane_core::site::Site,
+    topo: &coolplane_core::topology::Topology,
+) -> (Vec<(f64, f64, f64, f64, f64, f64, f64)>, Vec<(f64, f64, f64, f64)>) {
+    let cdus = topo
+        .cdus
+        .iter()
+        .map(|c| {
+            let d = &topo.hall_spec(site, c.hall).cdu;
+            let design = d.design_flow_lpm_per_kw * d.design_load_kw;
+            (
+                d.supply_setpoint_min_c,
+                d.supply_setpoint_max_c,
+                d.supply_setpoint_c,
+                design * d.flow_min_frac,
+                design * d.flow_max_frac,
+                design,
+                d.bms_timeout_s,
+            )
+        })
+        .collect();
+    let halls = (0..topo.halls.len())
+        .map(|h| {
+            let f = &topo.hall_spec(site, h).facility;
+            let max = coolplane_core::site::water_class_max_c(&f.water_class).unwrap_or(f.supply_setpoint_c);
+            (f.supply_setpoint_min_c, max, f.supply_setpoint_c, f.bms_timeout_s)
+        })
+        .collect();
+    (cdus, halls)
+}

@@ -1,0 +1,310 @@
+//! The loop closed over real protocols: the simulated plant as Modbus TCP servers and MQTT rack
+//! agents, the embedded broker (rumqttd), the adapters and the controller — and faults on the
+//! wire: a CDU that stops answering, garbage MQTT payloads, a broker restart.
+//!
+//! The broker-restart test needs a real Mosquitto binary (it starts and kills a private one on a
+//! free port). It skips with a note when `mosquitto` is not installed, unless
+//! `COOLPLANE_REQUIRE_MOSQUITTO` is set (CI sets it), in which case it fails.
+
+use coolplane_adapters::clock::Clock;
+use coolplane_controller::Mode;
+use coolplane_runtime::{Daemon, DaemonConfig, DaemonReport, DaemonSection, DeviceRole, DeviceSection, MqttSection};
+use coolplane_scenario::spec::ScenarioSpec;
+use coolplane_sim_wire::{Role, SimWire, SimWireConfig};
+use rumqttc::{AsyncClient, MqttOptions, QoS};
+use std::net::{IpAddr, Ipv4Addr, TcpListener};
+use std::path::Path;
+use std::time::Duration;
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+fn embedded_broker() -> u16 {
+    let port = free_port();
+    let text = format!(
+        "id = 0\n[router]\nid = 0\nmax_connections = 1000\nmax_outgoing_packet_count = 200\nmax_segment_size = 104857600\nmax_segment_count = 10\n[v4.1]\nname = \"v4-1\"\nlisten = \"127.0.0.1:{port}\"\nnext_connection_delay_ms = 1\n[v4.1.connections]\nconnection_timeout_ms = 60000\nmax_payload_size = 4194304\nmax_inflight_count = 100\ndynamic_filters = true\n"
+    );
+    let config: rumqttd::Config = toml::from_str(&text).unwrap();
+    let mut broker = rumqttd::Broker::new(config);
+    std::thread::spawn(move || {
+        let _ = broker.start();
+    });
+    for _ in 0..200 {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    panic!("embedded broker did not start");
+}
+
+fn scenario(days: f64) -> coolplane_scenario::Scenario {
+    let mut s = ScenarioSpec::default_for_site("hall-10k");
+    s.scenario.warmup_h = 0.0;
+    s.scenario.step_s = 5.0;
+    s.weather.start_day = Some(180.0);
+    s.weather.days = Some(days);
+    s.resolve(Path::new(".")).unwrap()
+}
+
+fn daemon_config(sim: &SimWire, mqtt_port: u16, tick_s: f64, speed: f64) -> DaemonConfig {
+    DaemonConfig {
+        daemon: DaemonSection {
+            site: "hall-10k".into(),
+            policy: "trim-respond".into(),
+            tick_s,
+            speed,
+        },
+        controller: Default::default(),
+        mqtt: Some(MqttSection {
+            host: "127.0.0.1".into(),
+            port: mqtt_port,
+            client_id: format!("test-{}", free_port()),
+        }),
+        devices: sim
+            .endpoints()
+            .iter()
+            .map(|e| DeviceSection {
+                role: match e.role {
+                    Role::Cdu => DeviceRole::Cdu,
+                    Role::Facility => DeviceRole::Facility,
+                    Role::Meter => DeviceRole::Meter,
+                },
+                index: e.index,
+                address: e.addr.to_string(),
+                unit: 1,
+                map: format!(
+                    "builtin:{}",
+                    match e.role {
+                        Role::Cdu => "coolplane-cdu",
+                        Role::Facility => "coolplane-facility",
+                        Role::Meter => "coolplane-meter",
+                    }
+                ),
+                poll_s: 5.0,
+                timeout_ms: 200,
+                backoff_ms: 100,
+                backoff_max_ms: 1_000,
+            })
+            .collect(),
+    }
+}
+
+async fn start(speed: f64, mqtt_port: u16) -> (Clock, SimWire, Daemon) {
+    let clock = Clock::new(speed);
+    let sim = SimWire::start(
+        SimWireConfig {
+            scenario: scenario(1.0),
+            step_s: 5.0,
+            bind: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            modbus_base_port: 0,
+            mqtt: Some(("127.0.0.1".into(), mqtt_port)),
+            telemetry_interval_s: 10.0,
+        },
+        clock,
+    )
+    .await
+    .unwrap();
+    let cfg = daemon_config(&sim, mqtt_port, 10.0, speed);
+    let daemon = Daemon::new(&cfg, Path::new("."), "test", clock).unwrap();
+    (clock, sim, daemon)
+}
+
+/// Run ticks of the daemon until plant time `until_s`, returning the report.
+async fn run_until(d: &mut Daemon, clock: Clock, until_s: f64, report: &mut DaemonReport) {
+    while clock.now_s() < until_s {
+        tokio::time::sleep(clock.wall(10.0)).await;
+        d.tick(report);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn closed_loop_over_modbus_and_mqtt() {
+    let port = embedded_broker();
+    let (clock, sim, mut d) = start(60.0, port).await;
+    let mut rep = DaemonReport::default();
+    run_until(&mut d, clock, 1800.0, &mut rep).await;
+    let st = rep.last.clone().unwrap();
+    assert_eq!(
+        st.mode,
+        Mode::Auto,
+        "fresh data over the wire keeps the controller in auto"
+    );
+    assert_eq!(st.racks_fresh, 144, "every rack's telemetry arrives");
+    assert_eq!(st.devices_bad, 0);
+    assert!(st.pue() > 1.0 && st.pue() < 1.2, "meter over Modbus: PUE {}", st.pue());
+    assert!(st.hottest_gpu_c > 50.0 && st.hottest_gpu_c < st.slowdown_c);
+    // trim-respond moved setpoints: writes went out and were accepted by the devices.
+    assert!(rep.writes > 0);
+    let m = sim.last_measurements().unwrap();
+    assert!(
+        m.cdus.iter().all(|c| !c.local_fallback),
+        "heartbeats over Modbus keep every CDU out of its BMS fail-safe"
+    );
+    let sp_wire = d.controller().setpoints().cdus[0].supply_c;
+    assert!(
+        (m.cdus[0].supply_setpoint_c.value - sp_wire).abs() <= 1.0 + 1e-9,
+        "the CDU runs (within one tick's rate limit) what the controller wrote"
+    );
+    // Telemetry alternates absolute temperatures and margins; both were accepted.
+    let stats = d.wire().mqtt.as_ref().unwrap().stats();
+    assert!(stats.accepted >= 144 * 100, "{stats:?}");
+    assert_eq!(stats.rejected.values().sum::<u64>(), 0, "{stats:?}");
+    sim.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cdu_that_stops_answering_goes_stale_falls_back_and_recovers() {
+    let port = embedded_broker();
+    let (clock, sim, mut d) = start(60.0, port).await;
+    let mut rep = DaemonReport::default();
+    run_until(&mut d, clock, 900.0, &mut rep).await;
+    assert_eq!(d.controller().mode(), Mode::Auto);
+    let before = d.controller().setpoints().cdus[3];
+    sim.set_online(Role::Cdu, 3, false);
+    // Stale after the controller's limit (180 s) plus a poll.
+    run_until(&mut d, clock, 900.0 + 400.0, &mut rep).await;
+    let status = d.wire().cdus[3].as_ref().unwrap().status();
+    assert!(status.timeouts > 0, "requests to the silent CDU time out: {status:?}");
+    // The TCP connection is accepted but no request is answered: every poll fails.
+    assert!(status.consecutive_failures > 0, "{status:?}");
+    let ev: Vec<_> = rep.events.iter().map(|e| e.message.clone()).collect();
+    assert!(ev.iter().any(|m| m.contains("cdu-04") && m.contains("stale")), "{ev:?}");
+    let design = d.controller().limits().cdus[3];
+    let now = d.controller().setpoints().cdus[3];
+    assert!(
+        (now.supply_c - design.supply_design_c).abs() < (before.supply_c - design.supply_design_c).abs() + 1e-9,
+        "moving back to design: before {before:?}, now {now:?}"
+    );
+    // The other CDUs keep working.
+    assert!(d.wire().cdus[2].as_ref().unwrap().status().connected);
+    // The device answers again: reconnect, fresh data, resume.
+    sim.set_online(Role::Cdu, 3, true);
+    run_until(&mut d, clock, 1300.0 + 300.0, &mut rep).await;
+    let status = d.wire().cdus[3].as_ref().unwrap().status();
+    assert!(
+        status.connected && status.consecutive_failures == 0,
+        "reconnected and polling: {status:?}"
+    );
+    let ev: Vec<_> = rep.events.iter().map(|e| e.message.clone()).collect();
+    assert!(
+        ev.iter().any(|m| m.contains("cdu-04") && m.contains("fresh again")),
+        "{ev:?}"
+    );
+    assert_eq!(d.controller().mode(), Mode::Auto);
+    sim.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn garbage_mqtt_payloads_are_rejected_counted_and_survived() {
+    let port = embedded_broker();
+    let (clock, sim, mut d) = start(60.0, port).await;
+    let mut rep = DaemonReport::default();
+    run_until(&mut d, clock, 300.0, &mut rep).await;
+    let mut opts = MqttOptions::new("garbage-sender", "127.0.0.1", port);
+    opts.set_keep_alive(Duration::from_secs(5));
+    let (client, mut el) = AsyncClient::new(opts, 64);
+    tokio::spawn(async move { while el.poll().await.is_ok() {} });
+    let topic = "coolplane/v1/hall-10k/rack/hall-a-r001/telemetry";
+    for payload in [
+        b"not json at all".to_vec(),
+        b"{\"ts\": \"yesterday\"}".to_vec(),
+        vec![0xff, 0xfe, 0x00, 0x01],
+        b"[]".to_vec(),
+        b"{\"ts\":\"2026-11-29T21:00:00Z\",\"rack\":\"hall-a-r001\",\"seq\":1,\"it_power_kw\":1,\"inlet_temp_c\":40,\"outlet_temp_c\":50,\"gpu_power_w\":[1,2],\"gpu_util_pct\":[1,2],\"gpu_power_limit_w\":[1,2],\"gpu_temp_c\":[1,2],\"gpu_clock_events\":[[],[]]}".to_vec(),
+    ] {
+        client.publish(topic, QoS::AtLeastOnce, false, payload).await.unwrap();
+    }
+    client
+        .publish(
+            "coolplane/v1/hall-10k/rack/no-such-rack/telemetry",
+            QoS::AtLeastOnce,
+            false,
+            b"{}".to_vec(),
+        )
+        .await
+        .unwrap();
+    run_until(&mut d, clock, 600.0, &mut rep).await;
+    let stats = d.wire().mqtt.as_ref().unwrap().stats();
+    assert!(stats.rejected.values().sum::<u64>() >= 5, "{stats:?}");
+    assert!(
+        stats.rejected.len() >= 3,
+        "rejections are counted per reason: {:?}",
+        stats.rejected
+    );
+    assert!(stats.unknown_rack >= 1);
+    assert!(stats.last_rejection.is_some());
+    // Valid telemetry keeps flowing and the controller keeps control.
+    let accepted = stats.accepted;
+    run_until(&mut d, clock, 700.0, &mut rep).await;
+    assert!(d.wire().mqtt.as_ref().unwrap().stats().accepted > accepted);
+    assert_eq!(d.controller().mode(), Mode::Auto);
+    assert_eq!(rep.last.unwrap().racks_fresh, 144);
+    sim.stop();
+}
+
+fn mosquitto_bin() -> Option<String> {
+    for p in ["/usr/sbin/mosquitto", "/usr/bin/mosquitto", "/usr/local/sbin/mosquitto"] {
+        if Path::new(p).exists() {
+            return Some(p.to_string());
+        }
+    }
+    if std::env::var_os("COOLPLANE_REQUIRE_MOSQUITTO").is_some() {
+        panic!("COOLPLANE_REQUIRE_MOSQUITTO is set but no mosquitto binary is installed");
+    }
+    eprintln!("note: mosquitto not installed; skipping the broker-restart test");
+    None
+}
+
+fn spawn_mosquitto(bin: &str, port: u16) -> std::process::Child {
+    let child = std::process::Command::new(bin)
+        .args(["-p", &port.to_string()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start mosquitto");
+    for _ in 0..200 {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    child
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn broker_restart_telemetry_goes_stale_then_resumes() {
+    let Some(bin) = mosquitto_bin() else { return };
+    let port = free_port();
+    let mut broker = spawn_mosquitto(&bin, port);
+    let (clock, sim, mut d) = start(60.0, port).await;
+    let mut rep = DaemonReport::default();
+    run_until(&mut d, clock, 600.0, &mut rep).await;
+    assert_eq!(rep.last.clone().unwrap().racks_fresh, 144);
+    // The broker dies: telemetry stops, racks age past the controller's limit, safe mode.
+    broker.kill().unwrap();
+    let _ = broker.wait();
+    run_until(&mut d, clock, 600.0 + 400.0, &mut rep).await;
+    assert_eq!(rep.last.clone().unwrap().racks_fresh, 0);
+    assert_eq!(
+        d.controller().mode(),
+        Mode::Safe,
+        "no GPU telemetry: safe setpoints, fail closed"
+    );
+    assert!(!d.wire().mqtt.as_ref().unwrap().stats().connected);
+    // Back: both sides reconnect (with back-off), the ingest resubscribes, control resumes.
+    let mut broker = spawn_mosquitto(&bin, port);
+    run_until(&mut d, clock, 1000.0 + 600.0, &mut rep).await;
+    let stats = d.wire().mqtt.as_ref().unwrap().stats();
+    assert!(stats.connects >= 2, "{stats:?}");
+    assert_eq!(
+        rep.last.clone().unwrap().racks_fresh,
+        144,
+        "resubscribed after reconnect"
+    );
+    assert_eq!(d.controller().mode(), Mode::Auto);
+    broker.kill().unwrap();
+    let _ = broker.wait();
+    sim.stop();
+}
