@@ -218,9 +218,17 @@ impl MqttLink {
                                     });
                                 }
                                 Err(e) => {
-                                    *s.stats.rejected.entry(e.reason().to_string()).or_insert(0) += 1;
+                                    let n = s.stats.rejected.entry(e.reason().to_string()).or_insert(0);
+                                    *n += 1;
                                     let msg = format!("{topic}: {e}");
-                                    eprintln!("coolplane: rejected MQTT message {msg}");
+                                    // Logged with its reason; a flood is logged at 1, 2, 4, 8, … per reason.
+                                    if n.is_power_of_two() {
+                                        eprintln!(
+                                            "coolplane: rejected MQTT message ({} so far for `{}`) {msg}",
+                                            n,
+                                            e.reason()
+                                        );
+                                    }
                                     s.stats.last_rejection = Some(msg);
                                 }
                             }

@@ -11,6 +11,7 @@ use coolplane_sim_plant::Plant;
 use std::time::Instant;
 
 /// Options of the benchmarks.
+#[allow(missing_docs)]
 #[derive(Args)]
 pub struct BenchArgs {
     /// Simulated days of hall-10k to step (365 = the annual study).
@@ -25,6 +26,13 @@ pub struct BenchArgs {
     /// Skip the long hall-10k run.
     #[arg(long)]
     skip_year: bool,
+    /// Instead of the plant figures: the wire (Modbus latency over loopback, MQTT ingest at
+    /// campus-100k scale).
+    #[arg(long)]
+    wire: bool,
+    /// Round trips to time for the latency figures.
+    #[arg(long, default_value_t = 2000)]
+    samples: usize,
 }
 
 fn rss_kib() -> Option<u64> {
@@ -75,6 +83,9 @@ fn step_site(name: &str, steps: u64, dt: f64, seed: u64) -> Result<(f64, Plant)>
 }
 
 pub fn run(a: &BenchArgs) -> Result<()> {
+    if a.wire {
+        return crate::wire_bench::run(a.samples);
+    }
     println!(
         "coolplane {} bench (one thread; release build)",
         env!("CARGO_PKG_VERSION")

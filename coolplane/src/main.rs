@@ -6,6 +6,7 @@
 
 mod bench;
 mod wire;
+mod wire_bench;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};

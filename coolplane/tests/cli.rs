@@ -114,3 +114,34 @@ fn bad_input_gets_a_clear_error_and_exit_code() {
     assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stdout).contains("10368 GPUs"));
 }
+
+#[test]
+fn daemon_config_errors_name_the_field() {
+    let dir = std::env::temp_dir().join(format!("coolplane-cli-daemon-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cfg = dir.join("d.toml");
+    let base = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/daemon.toml")).unwrap();
+    for (bad, expect) in [
+        (base.replace("tick_s = 10.0", "tick_s = 0.0"), "daemon.tick_s"),
+        (
+            base.replace("address = \"127.0.0.1:15021\"", "address = \"cdu-2\""),
+            "device[1].address",
+        ),
+        (
+            base.replace("policy = \"trim-respond\"", "policy = \"magic\""),
+            "daemon.policy",
+        ),
+        (
+            base.replace("timeout_ms = 1000", "timeout_ms = 0"),
+            "device[0].timeout_ms",
+        ),
+        (base.replace("poll_s = 5.0", "pol_s = 5.0"), "pol_s"),
+    ] {
+        std::fs::write(&cfg, bad).unwrap();
+        let out = coolplane(&["run", "--config", cfg.to_str().unwrap(), "--duration", "1s"]);
+        assert_eq!(out.status.code(), Some(2));
+        let e = String::from_utf8_lossy(&out.stderr);
+        assert!(e.contains(expect), "expected `{expect}` in: {e}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

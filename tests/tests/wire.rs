@@ -151,6 +151,27 @@ async fn closed_loop_over_modbus_and_mqtt() {
     let stats = d.wire().mqtt.as_ref().unwrap().stats();
     assert!(stats.accepted >= 144 * 100, "{stats:?}");
     assert_eq!(stats.rejected.values().sum::<u64>(), 0, "{stats:?}");
+    // Power limits over MQTT: the rack agent applies them, clamped to the device's range
+    // (400–1,000 W on hall-10k), and its telemetry reports the limits in force.
+    let mqtt = d.wire().mqtt.as_ref().unwrap();
+    let mut limits = vec![650.0f32; 72];
+    limits[0] = 100.0;
+    limits[1] = 5_000.0;
+    assert!(mqtt.send_power_limits("hall-a-r001", limits, 0));
+    run_until(&mut d, clock, 2100.0, &mut rep).await;
+    let m = sim.last_measurements().unwrap();
+    assert_eq!(m.gpus.power_limit_w[0], 400.0);
+    assert_eq!(m.gpus.power_limit_w[1], 1000.0);
+    assert!(m.gpus.power_limit_w[2..72].iter().all(|w| *w == 650.0));
+    assert!(
+        m.gpus.power_limit_w[72..].iter().all(|w| *w == 1000.0),
+        "other racks untouched"
+    );
+    let seen = d.wire().mqtt.as_ref().unwrap().latest()[0].clone().unwrap();
+    assert_eq!(
+        seen.telemetry.gpu_power_limit_w[2], 650.0,
+        "the limit in force is read back from telemetry"
+    );
     sim.stop();
 }
 
