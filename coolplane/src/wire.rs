@@ -54,7 +54,7 @@ pub struct DemoArgs {
     #[arg(long, default_value = "trim-respond")]
     policy: String,
     /// Stop after this much plant time (`30m`, `6h`, `1d`, or seconds); Ctrl-C stops earlier.
-    #[arg(long, default_value = "2h")]
+    #[arg(long, default_value = "1h")]
     duration: String,
     /// MQTT broker: `embedded` (rumqttd on 127.0.0.1:--mqtt-port) or `HOST:PORT` (e.g. a Mosquitto).
     #[arg(long, default_value = "embedded")]

@@ -145,3 +145,43 @@ fn daemon_config_errors_name_the_field() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn demo_closes_the_loop_over_the_wire_and_matches_the_in_process_run() {
+    let free = || {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port()
+    };
+    let (modbus, mqtt) = (free().saturating_sub(100).max(20_000), free());
+    let out = coolplane(&[
+        "demo",
+        "--duration",
+        "20m",
+        "--speed",
+        "300",
+        "--modbus-port",
+        &modbus.to_string(),
+        "--mqtt-port",
+        &mqtt.to_string(),
+        "--compare",
+        "--json",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let v: serde_json::Value = serde_json::from_str(String::from_utf8(out.stdout).unwrap().trim()).unwrap();
+    let w = &v["over_the_wire"];
+    let p = &v["in_process"];
+    assert!(w["pue"].as_f64().unwrap() > 1.0);
+    assert!(
+        (w["pue"].as_f64().unwrap() - p["pue"].as_f64().unwrap()).abs() <= 0.002,
+        "{v}"
+    );
+    assert_eq!(w["throttle_gpu_s"], 0.0);
+    assert!(
+        stderr.contains("rack messages accepted") && stderr.contains("0 rejected"),
+        "{stderr}"
+    );
+}
