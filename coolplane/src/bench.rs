@@ -93,8 +93,6 @@ pub fn run(a: &BenchArgs) -> Result<()> {
     if !a.skip_year {
         let steps = (a.days * 86_400.0 / a.step).round() as u64;
         let (secs, plant) = step_site("hall-10k", steps, a.step, 1)?;
-        let k = plant.kpis();
-        let _ = k;
         println!(
             "hall-10k: {steps} steps of {} s ({:.1} simulated days, {} GPUs, synthetic weather + workload + scheduler): {:.2} s wall, {:.1} µs/step, {:.2} ns per GPU-step, {:.0}× real time",
             a.step,
@@ -128,9 +126,7 @@ pub fn run(a: &BenchArgs) -> Result<()> {
     let warm = (3600.0 / a.step) as u64;
     let (_, _) = step_site("campus-100k", 1, a.step, 1)?;
     let total = warm + a.campus_steps as u64;
-    let t0 = Instant::now();
     let (secs_all, plant) = step_site("campus-100k", total, a.step, 1)?;
-    let _ = t0;
     // step_site times the whole loop; time the last campus_steps separately by a second run's difference.
     let (secs_warm, _) = step_site("campus-100k", warm, a.step, 1)?;
     let per_step = (secs_all - secs_warm).max(0.0) / a.campus_steps as f64;

@@ -91,7 +91,6 @@ async fn latency(samples: usize) -> Result<()> {
     )?);
     let plan = map.read_plan(4);
     let site = builtin_site("hall-10k")?;
-    let topo = Topology::new(&site);
     let mut ctl = Controller::new(
         &site,
         coolplane_policies::by_name("trim-respond")?,
@@ -150,7 +149,6 @@ async fn latency(samples: usize) -> Result<()> {
         write.push((t3 - t2).as_secs_f64());
         total.push((t3 - t0).as_secs_f64());
     }
-    let _ = topo;
     println!("sensor-to-setpoint over loopback Modbus TCP (hall-10k, simulated plant stepping in real time):");
     line(
         "poll one CDU (3 requests: input 0+13, input 100+10, holding 0+5)",

@@ -75,7 +75,6 @@ struct CduParams {
 #[derive(Debug, Clone)]
 struct RejectionParams {
     design_approach_k: f64,
-    c_water_design: f64,
     c_air_full: f64,
     ua_full: f64,
     fan_full_w: f64,
@@ -933,9 +932,7 @@ impl Plant {
         let mut cdu_e_hx = vec![0.0f64; self.cdus.len()];
         let mut cdu_e_pump = vec![0.0f64; self.cdus.len()];
         let mut hall_acc = vec![[0.0f64; 8]; self.halls.len()];
-        let t0 = self.t_s;
-        for s in 0..n_sub {
-            let t = t0 + s as f64 * h;
+        for _ in 0..n_sub {
             for (hi, hall) in self.topo.halls.iter().enumerate() {
                 let spec_idx = hall.spec;
                 let spec = &self.site.halls[spec_idx];
@@ -944,7 +941,6 @@ impl Plant {
                 let t_fac = self.halls[hi].t_sup;
                 let mut q_to_fac = 0.0;
                 let mut fac_flow = 0.0;
-                let mut pumps_w = 0.0;
                 for ci in hall.cdus.clone() {
                     let c = &mut self.cdus[ci];
                     // Pump speed loop (integral action on the flow error) and available pumps.
@@ -995,8 +991,6 @@ impl Plant {
                     cdu_e_pump[ci] += pump_w * h;
                     q_to_fac += e_hx / h;
                     fac_flow += m_c;
-                    pumps_w += pump_w;
-                    let _ = t;
                 }
                 // Facility water and heat rejection.
                 let hs = &mut self.halls[hi];
@@ -1149,7 +1143,6 @@ impl Plant {
                 hs.heat_pump_w = hp_w;
                 hs.ahu_w = ahu_w;
                 hs.water_l_s = water_l_s;
-                let _ = pumps_w;
             }
         }
         let mut heat_in = 0.0;
@@ -1379,8 +1372,6 @@ impl Plant {
             let m = &mut self.meas.racks[r];
             m.it_power_kw = Reading::good(q10(rs.power_w / 1000.0 * (1.0 + n)), t);
             m.inlet_temp_c = Reading::good(q10(rs.inlet_c + nt), t);
-            let rise = if rs.flow_kg_s > 0.0 { rs.power_w * 0.0 } else { 0.0 };
-            let _ = rise;
             m.outlet_temp_c = Reading::good(q10(rs.outlet_c), t);
             m.gpu_temp_max_c = Reading::good(rs.gpu_max_reported_c as f64, t);
         }
@@ -1565,7 +1556,6 @@ fn design_params(site: &Site, h: &coolplane_core::site::Hall) -> Result<(CduPara
     };
     let fw = &h.facility;
     let m_fac = m_cold * d.count as f64;
-    let c_w = m_fac * WATER_CP_J_KG_K;
     let (cap_kw, approach, ratio, fan_kw, fan_min, tower, cycles, adiabatic) = match (&fw.dry_coolers, &fw.tower) {
         (Some(dc), _) => (
             dc.design_capacity_kw,
@@ -1600,7 +1590,6 @@ fn design_params(site: &Site, h: &coolplane_core::site::Hall) -> Result<(CduPara
     })?;
     let rej = RejectionParams {
         design_approach_k: approach,
-        c_water_design: c_w_design,
         c_air_full: ratio * c_w_design,
         ua_full: ntu_r * c_w_design,
         fan_full_w: fan_kw * 1000.0,
@@ -1612,6 +1601,5 @@ fn design_params(site: &Site, h: &coolplane_core::site::Hall) -> Result<(CduPara
         pump_design_w: fw.pump_design_power_kw * 1000.0,
         m_facility_design_kg_s: m_fac,
     };
-    let _ = (c_w, rej.c_water_design);
     Ok((cdu, rej))
 }

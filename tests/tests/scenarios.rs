@@ -6,7 +6,7 @@
 
 use coolplane_policies::by_name;
 use coolplane_scenario::spec::{EventSpec, ScenarioSpec};
-use coolplane_scenario::{run, RunOptions, RunReport, ScenarioError};
+use coolplane_scenario::{run, RunOptions, RunReport};
 use coolplane_sim_plant::faults::FaultKind;
 use std::path::{Path, PathBuf};
 
@@ -306,5 +306,4 @@ fn real_traces_drive_the_cluster() {
     // The Helios group of May 2020 ran at 60–100 % occupancy; the scaled workload must too.
     assert!(busy > 0.5 * 10_368.0 && busy <= 10_368.0, "{busy}");
     assert!(r.report.checks.all_ok());
-    let _unused: Option<ScenarioError> = None;
 }
