@@ -420,7 +420,10 @@ fn write_outputs(dir: &Path, r: &RunResult, scenario: &coolplane_scenario::Scena
     std::fs::create_dir_all(dir).with_context(|| format!("creating `{}`", dir.display()))?;
     std::fs::write(dir.join("kpis.json"), serde_json::to_string_pretty(&r.report)?).context("writing kpis.json")?;
     std::fs::write(dir.join("series.csv"), r.series.to_csv()).context("writing series.csv")?;
-    let mut ev = String::new();
+    let mut ev = format!(
+        "# controller events ({}): plant time s, severity, message\n",
+        r.events.len()
+    );
     for e in &r.events {
         ev.push_str(&format!("{:>10.0} s  {:?}  {}\n", e.t_s, e.severity, e.message));
     }
