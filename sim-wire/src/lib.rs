@@ -297,6 +297,7 @@ impl SimWire {
         let mut endpoints = Vec::new();
         let mut images = Vec::new();
         let mut tasks = Vec::new();
+        let mut servers = Vec::new();
         let mut port = cfg.modbus_base_port;
         let mut add = |role: Role, index: usize, name: String, map: Arc<RegisterMap>| -> Result<(), SimWireError> {
             let addr = SocketAddr::new(cfg.bind, port);
@@ -314,14 +315,8 @@ impl SimWire {
             let listener = TcpListener::from_std(std_listener).map_err(|source| SimWireError::Bind { addr, source })?;
             let image = Arc::new(Mutex::new(DeviceImage::new(map)));
             let svc = DeviceService { image: image.clone() };
-            tasks.push(tokio::spawn(async move {
-                let server = Server::new(listener);
-                let on_connected = |stream, socket_addr| {
-                    let svc = svc.clone();
-                    async move { accept_tcp_connection(stream, socket_addr, move |_| Ok(Some(svc.clone()))) }
-                };
-                let _ = server.serve(&on_connected, |_err| {}).await;
-            }));
+            // Accepting starts after the first plant step (connections wait in the backlog).
+            servers.push((listener, svc));
             endpoints.push(Endpoint {
                 role,
                 index,
@@ -457,7 +452,8 @@ impl SimWire {
             }
             loop {
                 // Keep plant time in step with the shared clock (catch up if behind).
-                let target = (k + 1) as f64 * step_s;
+                // The first step runs at once, so the devices never present empty registers.
+                let target = k as f64 * step_s;
                 let now = clock.now_s();
                 if now < target {
                     tokio::time::sleep(clock.wall(target - now)).await;
@@ -590,6 +586,23 @@ impl SimWire {
                 k += 1;
             }
         }));
+        // Serve only once the registers hold the first step's readings.
+        for _ in 0..500 {
+            if shared.lock().map(|s| s.t_s > 0.0).unwrap_or(false) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        for (listener, svc) in servers {
+            tasks.push(tokio::spawn(async move {
+                let server = Server::new(listener);
+                let on_connected = |stream, socket_addr| {
+                    let svc = svc.clone();
+                    async move { accept_tcp_connection(stream, socket_addr, move |_| Ok(Some(svc.clone()))) }
+                };
+                let _ = server.serve(&on_connected, |_err| {}).await;
+            }));
+        }
         Ok(Self {
             endpoints,
             images,
