@@ -329,3 +329,71 @@ async fn broker_restart_telemetry_goes_stale_then_resumes() {
     let _ = broker.wait();
     sim.stop();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn modbus_exceptions_are_answers_not_link_failures() {
+    use coolplane_adapters::modbus::{spawn_device, DeviceConfig};
+    use coolplane_adapters::regmap::RegisterMap;
+    use std::sync::Arc;
+    use tokio_modbus::client::{tcp, Reader, Writer};
+    use tokio_modbus::{ExceptionCode, Slave};
+    let clock = Clock::new(60.0);
+    let sim = SimWire::start(
+        SimWireConfig {
+            scenario: scenario(1.0),
+            step_s: 5.0,
+            bind: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            modbus_base_port: 0,
+            mqtt: None,
+            telemetry_interval_s: 10.0,
+        },
+        clock,
+    )
+    .await
+    .unwrap();
+    let addr = sim.endpoints()[0].addr;
+    let mut ctx = tcp::connect_slave(addr, Slave(1)).await.unwrap();
+    // The device answers bad requests with Modbus exceptions.
+    assert_eq!(
+        ctx.read_input_registers(500, 2).await.unwrap(),
+        Err(ExceptionCode::IllegalDataAddress)
+    );
+    assert_eq!(
+        ctx.write_single_register(0, 900).await.unwrap(),
+        Err(ExceptionCode::IllegalDataValue),
+        "90 °C is outside the firmware limits"
+    );
+    assert_eq!(
+        ctx.write_single_register(20, 1).await.unwrap(),
+        Err(ExceptionCode::IllegalDataAddress),
+        "no writable register there"
+    );
+    assert_eq!(ctx.write_single_register(0, 415).await.unwrap(), Ok(()));
+    assert_eq!(ctx.read_holding_registers(0, 1).await.unwrap(), Ok(vec![415]));
+    // The client keeps exceptions apart from transport failures: a map that names a register
+    // the device does not have gets exceptions for that block, the link stays up and the other
+    // points stay good.
+    let text = format!(
+        "{}\n[[point]]\nname = \"not_there\"\ntable = \"input\"\naddress = 400\ntype = \"u16\"\n",
+        coolplane_sim_wire::CDU_MAP
+    );
+    let map = Arc::new(RegisterMap::from_toml_str("extended.toml", &text).unwrap());
+    let dev = spawn_device(DeviceConfig::new("cdu-0", addr, 1, map, 5.0), clock);
+    tokio::time::sleep(clock.wall(60.0)).await;
+    let st = dev.status();
+    assert!(st.exceptions > 0, "{st:?}");
+    assert_eq!(st.transport_errors + st.timeouts, 0, "{st:?}");
+    assert!(st.connected && st.polls > 0, "{st:?}");
+    assert_eq!(
+        dev.point("not_there").unwrap().quality,
+        coolplane_core::signals::Quality::Bad
+    );
+    assert_eq!(
+        dev.point("supply_temp_c").unwrap().quality,
+        coolplane_core::signals::Quality::Good
+    );
+    // Writes outside the map's limits never leave the client.
+    assert!(dev.write("supply_setpoint_c", 41.0).is_ok());
+    assert!(dev.write("supply_temp_c", 41.0).is_err(), "read-only point");
+    sim.stop();
+}
