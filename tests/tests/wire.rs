@@ -16,6 +16,10 @@ use std::net::{IpAddr, Ipv4Addr, TcpListener};
 use std::path::Path;
 use std::time::Duration;
 
+/// These tests run a simulated hall faster than real time on a shared 2-core machine: one at a
+/// time, so that no test's plant falls behind its clock because another test took the CPU.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
@@ -121,8 +125,9 @@ async fn run_until(d: &mut Daemon, clock: Clock, until_s: f64, report: &mut Daem
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn closed_loop_over_modbus_and_mqtt() {
+    let _serial = SERIAL.lock().await;
     let port = embedded_broker();
-    let (clock, sim, mut d) = start(60.0, port).await;
+    let (clock, sim, mut d) = start(120.0, port).await;
     let mut rep = DaemonReport::default();
     run_until(&mut d, clock, 1800.0, &mut rep).await;
     let st = rep.last.clone().unwrap();
@@ -177,8 +182,9 @@ async fn closed_loop_over_modbus_and_mqtt() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cdu_that_stops_answering_goes_stale_falls_back_and_recovers() {
+    let _serial = SERIAL.lock().await;
     let port = embedded_broker();
-    let (clock, sim, mut d) = start(60.0, port).await;
+    let (clock, sim, mut d) = start(120.0, port).await;
     let mut rep = DaemonReport::default();
     run_until(&mut d, clock, 900.0, &mut rep).await;
     assert_eq!(d.controller().mode(), Mode::Auto);
@@ -219,8 +225,9 @@ async fn a_cdu_that_stops_answering_goes_stale_falls_back_and_recovers() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn garbage_mqtt_payloads_are_rejected_counted_and_survived() {
+    let _serial = SERIAL.lock().await;
     let port = embedded_broker();
-    let (clock, sim, mut d) = start(60.0, port).await;
+    let (clock, sim, mut d) = start(120.0, port).await;
     let mut rep = DaemonReport::default();
     run_until(&mut d, clock, 300.0, &mut rep).await;
     let mut opts = MqttOptions::new("garbage-sender", "127.0.0.1", port);
@@ -296,6 +303,7 @@ fn spawn_mosquitto(bin: &str, port: u16) -> std::process::Child {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn broker_restart_telemetry_goes_stale_then_resumes() {
+    let _serial = SERIAL.lock().await;
     let Some(bin) = mosquitto_bin() else { return };
     let port = free_port();
     let mut broker = spawn_mosquitto(&bin, port);
@@ -332,6 +340,7 @@ async fn broker_restart_telemetry_goes_stale_then_resumes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn modbus_exceptions_are_answers_not_link_failures() {
+    let _serial = SERIAL.lock().await;
     use coolplane_adapters::modbus::{spawn_device, DeviceConfig};
     use coolplane_adapters::regmap::RegisterMap;
     use std::sync::Arc;
