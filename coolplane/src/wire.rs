@@ -45,6 +45,20 @@ pub struct SimArgs {
     pub telemetry_s: f64,
 }
 
+impl SimArgs {
+    /// The simulated plant's configuration: devices on 127.0.0.1 from `--modbus-port`.
+    fn wire_config(&self, scenario: &Scenario, mqtt: Option<(String, u16)>) -> SimWireConfig {
+        SimWireConfig {
+            scenario: scenario.clone(),
+            step_s: self.step,
+            bind: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            modbus_base_port: self.modbus_port,
+            mqtt,
+            telemetry_interval_s: self.telemetry_s,
+        }
+    }
+}
+
 /// `coolplane demo`.
 #[derive(Args, Clone, Debug)]
 pub struct DemoArgs {
@@ -207,27 +221,17 @@ pub fn daemon_config_for(
         devices: sim
             .endpoints()
             .iter()
-            .map(|e| DeviceSection {
-                role: match e.role {
-                    Role::Cdu => DeviceRole::Cdu,
-                    Role::Facility => DeviceRole::Facility,
-                    Role::Meter => DeviceRole::Meter,
-                },
-                index: e.index,
-                address: e.addr.to_string(),
-                unit: 1,
-                map: match e.role {
-                    Role::Cdu => "builtin:coolplane-cdu",
-                    Role::Facility => "builtin:coolplane-facility",
-                    Role::Meter => "builtin:coolplane-meter",
-                }
-                .to_string(),
-                poll_s: (tick_s / 2.0).max(1.0),
-                timeout_ms: 500,
-                backoff_ms: 200,
-                backoff_max_ms: 5_000,
-            })
+            .map(|e| DeviceSection::builtin(device_role(e.role), e.index, e.addr, (tick_s / 2.0).max(1.0)))
             .collect(),
+    }
+}
+
+/// The daemon's name for a simulated device's role.
+pub fn device_role(r: Role) -> DeviceRole {
+    match r {
+        Role::Cdu => DeviceRole::Cdu,
+        Role::Facility => DeviceRole::Facility,
+        Role::Meter => DeviceRole::Meter,
     }
 }
 
@@ -336,14 +340,7 @@ pub fn demo(a: &DemoArgs) -> Result<()> {
     let (kpis, report, plant_s, published) = rt.block_on(async {
         let clock = Clock::new(a.sim.speed);
         let sim = SimWire::start(
-            SimWireConfig {
-                scenario: scenario.clone(),
-                step_s: a.sim.step,
-                bind: IpAddr::V4(Ipv4Addr::LOCALHOST),
-                modbus_base_port: a.sim.modbus_port,
-                mqtt: Some(broker.clone()),
-                telemetry_interval_s: a.sim.telemetry_s,
-            },
+            a.sim.wire_config(&scenario, Some(broker.clone())),
             clock,
         )
         .await?;
@@ -513,18 +510,7 @@ pub fn serve(a: &ServeArgs) -> Result<()> {
         .build()?;
     rt.block_on(async {
         let clock = Clock::new(a.sim.speed);
-        let sim = SimWire::start(
-            SimWireConfig {
-                scenario: scenario.clone(),
-                step_s: a.sim.step,
-                bind: IpAddr::V4(Ipv4Addr::LOCALHOST),
-                modbus_base_port: a.sim.modbus_port,
-                mqtt: mqtt.clone(),
-                telemetry_interval_s: a.sim.telemetry_s,
-            },
-            clock,
-        )
-        .await?;
+        let sim = SimWire::start(a.sim.wire_config(&scenario, mqtt.clone()), clock).await?;
         println!(
             "coolplane simulated plant `{}` serving (unit id 1 on every device; maps under maps/):",
             scenario.site.site.name

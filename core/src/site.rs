@@ -376,6 +376,26 @@ pub struct AirHandling {
     pub fan_kw_per_kw: f64,
 }
 
+impl Cdu {
+    /// Design secondary flow, L/min (design flow per kW × design load).
+    pub fn design_flow_lpm(&self) -> f64 {
+        self.design_flow_lpm_per_kw * self.design_load_kw
+    }
+
+    /// Lowest and highest flow setpoint the firmware accepts, L/min.
+    pub fn flow_setpoint_range_lpm(&self) -> (f64, f64) {
+        let d = self.design_flow_lpm();
+        (d * self.flow_min_frac, d * self.flow_max_frac)
+    }
+}
+
+impl Facility {
+    /// Highest facility supply setpoint: the maximum of the site's ASHRAE water class, °C.
+    pub fn supply_setpoint_max_c(&self) -> f64 {
+        water_class_max_c(&self.water_class).unwrap_or(self.supply_setpoint_c)
+    }
+}
+
 /// Built-in site TOML texts (the same files ship under `sites/`).
 pub fn builtin_site_toml(name: &str) -> Option<&'static str> {
     match name {

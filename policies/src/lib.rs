@@ -17,7 +17,7 @@
 
 use coolplane_core::fluid::pg25_lpm_to_kg_s;
 use coolplane_core::signals::{Measurements, PlacementAdvice, RackPowerLimits};
-use coolplane_core::site::{water_class_max_c, Site};
+use coolplane_core::site::Site;
 use coolplane_core::topology::Topology;
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -75,14 +75,14 @@ impl PlantLimits {
             .iter()
             .map(|c| {
                 let d = &topo.hall_spec(site, c.hall).cdu;
-                let design = d.design_flow_lpm_per_kw * d.design_load_kw;
+                let (flow_min_lpm, flow_max_lpm) = d.flow_setpoint_range_lpm();
                 CduLimits {
                     supply_min_c: d.supply_setpoint_min_c,
                     supply_max_c: d.supply_setpoint_max_c,
                     supply_design_c: d.supply_setpoint_c,
-                    flow_min_lpm: design * d.flow_min_frac,
-                    flow_max_lpm: design * d.flow_max_frac,
-                    flow_design_lpm: design,
+                    flow_min_lpm,
+                    flow_max_lpm,
+                    flow_design_lpm: d.design_flow_lpm(),
                 }
             })
             .collect();
@@ -91,7 +91,7 @@ impl PlantLimits {
                 let f = &topo.hall_spec(site, h).facility;
                 FacilityLimits {
                     supply_min_c: f.supply_setpoint_min_c,
-                    supply_max_c: water_class_max_c(&f.water_class).unwrap_or(f.supply_setpoint_c),
+                    supply_max_c: f.supply_setpoint_max_c(),
                     supply_design_c: f.supply_setpoint_c,
                 }
             })

@@ -144,6 +144,29 @@ pub struct DeviceSection {
     pub backoff_max_ms: u64,
 }
 
+impl DeviceSection {
+    /// A device on the built-in map of its role (`builtin:coolplane-cdu`, `-facility`, `-meter`),
+    /// unit id 1, with loopback-sized timing: 500 ms timeout, back-off 200 ms doubling to 5 s.
+    pub fn builtin(role: DeviceRole, index: usize, address: SocketAddr, poll_s: f64) -> Self {
+        let map = match role {
+            DeviceRole::Cdu => "builtin:coolplane-cdu",
+            DeviceRole::Facility => "builtin:coolplane-facility",
+            DeviceRole::Meter => "builtin:coolplane-meter",
+        };
+        Self {
+            role,
+            index,
+            address: address.to_string(),
+            unit: 1,
+            map: map.to_string(),
+            poll_s,
+            timeout_ms: 500,
+            backoff_ms: 200,
+            backoff_max_ms: 5_000,
+        }
+    }
+}
+
 fn default_unit() -> u8 {
     1
 }

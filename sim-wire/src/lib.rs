@@ -293,7 +293,6 @@ impl SimWire {
             plant.schedule_fault(*e);
         }
         let topo = plant.topology().clone();
-        let limits = coolplane_policies_limits(&sc.site, &topo);
         let mut endpoints = Vec::new();
         let mut images = Vec::new();
         let mut tasks = Vec::new();
@@ -339,24 +338,26 @@ impl SimWire {
             let idx = |im: &DeviceImage, n: &str| im.map.points.iter().position(|p| p.name == n);
             match role {
                 Role::Cdu => {
-                    let l = limits.0[*index];
+                    let d = &topo.hall_spec(&sc.site, topo.cdus[*index].hall).cdu;
+                    let (fmin, fmax) = d.flow_setpoint_range_lpm();
                     if let Some(i) = idx(&im, "supply_setpoint_c") {
-                        im.limits.insert(i, (l.0, l.1));
+                        im.limits.insert(i, (d.supply_setpoint_min_c, d.supply_setpoint_max_c));
                     }
                     if let Some(i) = idx(&im, "flow_setpoint_lpm") {
-                        im.limits.insert(i, (l.3.floor(), l.4.ceil()));
+                        im.limits.insert(i, (fmin.floor(), fmax.ceil()));
                     }
-                    im.set("supply_setpoint_c", l.2);
-                    im.set("flow_setpoint_lpm", l.5.round());
-                    im.set("bms_timeout_s", l.6);
+                    im.set("supply_setpoint_c", d.supply_setpoint_c);
+                    im.set("flow_setpoint_lpm", d.design_flow_lpm().round());
+                    im.set("bms_timeout_s", d.bms_timeout_s);
                 }
                 Role::Facility => {
-                    let l = limits.1[*index];
+                    let f = &topo.hall_spec(&sc.site, *index).facility;
                     if let Some(i) = idx(&im, "supply_setpoint_c") {
-                        im.limits.insert(i, (l.0, l.1));
+                        im.limits
+                            .insert(i, (f.supply_setpoint_min_c, f.supply_setpoint_max_c()));
                     }
-                    im.set("supply_setpoint_c", l.2);
-                    im.set("bms_timeout_s", l.3);
+                    im.set("supply_setpoint_c", f.supply_setpoint_c);
+                    im.set("bms_timeout_s", f.bms_timeout_s);
                 }
                 Role::Meter => {}
             }
@@ -746,38 +747,4 @@ fn update_images(images: &[(Role, usize, Arc<Mutex<DeviceImage>>)], m: &Measurem
             }
         }
     }
-}
-
-/// Per CDU: (supply min, supply max, supply default, flow min, flow max, flow design, BMS timeout);
-/// per hall: (supply min, supply max, supply default, BMS timeout).
-#[allow(clippy::type_complexity)]
-fn coolplane_policies_limits(
-    site: &coolplane_core::site::Site,
-    topo: &coolplane_core::topology::Topology,
-) -> (Vec<(f64, f64, f64, f64, f64, f64, f64)>, Vec<(f64, f64, f64, f64)>) {
-    let cdus = topo
-        .cdus
-        .iter()
-        .map(|c| {
-            let d = &topo.hall_spec(site, c.hall).cdu;
-            let design = d.design_flow_lpm_per_kw * d.design_load_kw;
-            (
-                d.supply_setpoint_min_c,
-                d.supply_setpoint_max_c,
-                d.supply_setpoint_c,
-                design * d.flow_min_frac,
-                design * d.flow_max_frac,
-                design,
-                d.bms_timeout_s,
-            )
-        })
-        .collect();
-    let halls = (0..topo.halls.len())
-        .map(|h| {
-            let f = &topo.hall_spec(site, h).facility;
-            let max = coolplane_core::site::water_class_max_c(&f.water_class).unwrap_or(f.supply_setpoint_c);
-            (f.supply_setpoint_min_c, max, f.supply_setpoint_c, f.bms_timeout_s)
-        })
-        .collect();
-    (cdus, halls)
 }

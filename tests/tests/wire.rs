@@ -69,27 +69,19 @@ fn daemon_config(sim: &SimWire, mqtt_port: u16, tick_s: f64, speed: f64) -> Daem
         devices: sim
             .endpoints()
             .iter()
-            .map(|e| DeviceSection {
-                role: match e.role {
+            .map(|e| {
+                let role = match e.role {
                     Role::Cdu => DeviceRole::Cdu,
                     Role::Facility => DeviceRole::Facility,
                     Role::Meter => DeviceRole::Meter,
-                },
-                index: e.index,
-                address: e.addr.to_string(),
-                unit: 1,
-                map: format!(
-                    "builtin:{}",
-                    match e.role {
-                        Role::Cdu => "coolplane-cdu",
-                        Role::Facility => "coolplane-facility",
-                        Role::Meter => "coolplane-meter",
-                    }
-                ),
-                poll_s: 5.0,
-                timeout_ms: 200,
-                backoff_ms: 100,
-                backoff_max_ms: 1_000,
+                };
+                // Short timeouts and back-off: the tests run the plant at 60–120× real time.
+                DeviceSection {
+                    timeout_ms: 200,
+                    backoff_ms: 100,
+                    backoff_max_ms: 1_000,
+                    ..DeviceSection::builtin(role, e.index, e.addr, 5.0)
+                }
             })
             .collect(),
     }
