@@ -9,7 +9,7 @@ use crate::modbus::{DeviceHandle, PointValue, WriteError};
 use crate::mqtt::MqttLink;
 use coolplane_core::signals::{
     Actions, CduMeasurement, FacilityMeasurement, GpuTelemetry, Measurements, MeterMeasurement, Quality,
-    RackMeasurement, Reading,
+    RackMeasurement, Reading, TankMeasurement,
 };
 use coolplane_core::topology::Topology;
 
@@ -113,6 +113,16 @@ impl WirePlant {
                     0
                 },
                 local_fallback: fallback.value.is_finite() && fallback.value > 0.5,
+                // A two-phase immersion tank's skid also reports its tank (maps/coolplane-2pic-tank.toml).
+                tank: d.filter(|d| d.has_point("tank_pressure_gauge_kpa")).map(|_| {
+                    let venting = pt("tank_venting");
+                    TankMeasurement {
+                        pressure_gauge_kpa: pt("tank_pressure_gauge_kpa"),
+                        pool_temp_c: pt("tank_pool_temp_c"),
+                        fluid_level_pct: pt("tank_fluid_level_pct"),
+                        venting: venting.value.is_finite() && venting.value > 0.5,
+                    }
+                }),
             });
         }
         for h in 0..t.halls.len() {

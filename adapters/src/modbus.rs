@@ -164,6 +164,11 @@ impl DeviceHandle {
         self.shared.lock().ok().map(|s| s.points[i])
     }
 
+    /// Whether the device's register map has a point of this name.
+    pub fn has_point(&self, name: &str) -> bool {
+        self.map.points.iter().any(|p| p.name == name)
+    }
+
     /// Link status and counters.
     pub fn status(&self) -> DeviceStatus {
         self.shared.lock().map(|s| s.status.clone()).unwrap_or_default()

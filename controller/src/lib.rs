@@ -44,6 +44,9 @@ pub struct ControllerConfig {
     pub deadband_lpm: f64,
     /// Period of the slow (cooling setpoint) loop, s.
     pub slow_period_s: f64,
+    /// Tank pressure guard (two-phase immersion): act when a tank's pressure reaches this
+    /// fraction of its relief pressure (above atmospheric), before the relief vents fluid.
+    pub tank_guard_frac: f64,
 }
 
 impl Default for ControllerConfig {
@@ -57,6 +60,7 @@ impl Default for ControllerConfig {
             deadband_k: 0.06,
             deadband_lpm: 1.0,
             slow_period_s: 60.0,
+            tank_guard_frac: 0.8,
         }
     }
 }
@@ -316,7 +320,16 @@ impl Controller {
                     x.usable(now_s, stale_after).then_some(x.value)
                 })
                 .fold(f64::NEG_INFINITY, f64::max);
-            let guard = hottest >= self.limits.gpu_slowdown_c - self.cfg.guard_margin_k;
+            // Tank pressure guard: a two-phase immersion tank nearing its relief pressure gets the
+            // same response (colder condenser water, full flow) before it vents fluid.
+            let tank_kpa = match (l.tank_relief_gauge_kpa, image.cdus.get(c).and_then(|m| m.tank)) {
+                (Some(_), Some(t)) if t.pressure_gauge_kpa.usable(now_s, stale_after) => t.pressure_gauge_kpa.value,
+                _ => f64::NEG_INFINITY,
+            };
+            let tank_guard = l
+                .tank_relief_gauge_kpa
+                .is_some_and(|relief| tank_kpa >= self.cfg.tank_guard_frac * relief);
+            let guard = hottest >= self.limits.gpu_slowdown_c - self.cfg.guard_margin_k || tank_guard;
             if guard {
                 target.supply_c = target
                     .supply_c
@@ -326,7 +339,13 @@ impl Controller {
                 self.proposal.cdus[c].flow_lpm = l.flow_max_lpm;
             }
             if guard != self.cdu_guard[c] {
-                let msg = if guard {
+                let msg = if guard && tank_guard {
+                    format!(
+                        "{}: tank at {tank_kpa:.1} kPa, {:.0} % of its relief pressure: colder condenser water, full flow",
+                        self.topo.cdus[c].name,
+                        100.0 * self.cfg.tank_guard_frac
+                    )
+                } else if guard {
                     format!(
                         "{}: hottest GPU {hottest:.0} °C within {} K of slowdown: colder supply, full flow",
                         self.topo.cdus[c].name, self.cfg.guard_margin_k

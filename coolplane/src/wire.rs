@@ -221,7 +221,11 @@ pub fn daemon_config_for(
         devices: sim
             .endpoints()
             .iter()
-            .map(|e| DeviceSection::builtin(device_role(e.role), e.index, e.addr, (tick_s / 2.0).max(1.0)))
+            .map(|e| DeviceSection {
+                // Each device on the map it serves (a tank's skid: the tank map).
+                map: format!("builtin:{}", e.map),
+                ..DeviceSection::builtin(device_role(e.role), e.index, e.addr, (tick_s / 2.0).max(1.0))
+            })
             .collect(),
     }
 }

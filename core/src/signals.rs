@@ -113,6 +113,24 @@ pub struct CduMeasurement {
     pub alarms: u16,
     /// True while the CDU runs on its local defaults after a BMS timeout.
     pub local_fallback: bool,
+    /// The tank this CDU serves, where the CDU is a two-phase immersion tank's condenser-water
+    /// skid (`None` for a CDU of cold-plate racks).
+    #[serde(default)]
+    pub tank: Option<TankMeasurement>,
+}
+
+/// What a two-phase immersion tank reports (its condenser-water skid is the CDU it belongs to).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+pub struct TankMeasurement {
+    /// Tank pressure above atmospheric, kPa.
+    pub pressure_gauge_kpa: Reading,
+    /// Liquid pool temperature, °C (the saturation temperature while the tank is at or above
+    /// atmospheric pressure).
+    pub pool_temp_c: Reading,
+    /// Fluid charge, % of the commissioned charge.
+    pub fluid_level_pct: Reading,
+    /// Relief valve open (venting vapour).
+    pub venting: bool,
 }
 
 /// What a hall's facility water system and heat rejection report.

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 /// Names of the reference sites built into the binary.
-pub const BUILTIN_SITES: [&str; 3] = ["hall-10k", "supernode-640", "campus-100k"];
+pub const BUILTIN_SITES: [&str; 4] = ["hall-10k", "supernode-640", "campus-100k", "supernode-2pic"];
 
 /// A site description could not be read or is not physically valid.
 #[derive(Debug, Error, Clone, PartialEq)]
@@ -33,7 +33,7 @@ pub enum SiteError {
         reason: String,
     },
     /// No built-in site of that name.
-    #[error("unknown built-in site `{0}` (built-in sites: hall-10k, supernode-640, campus-100k; or give a path to a .toml file)")]
+    #[error("unknown built-in site `{0}` (built-in sites: hall-10k, supernode-640, campus-100k, supernode-2pic; or give a path to a .toml file)")]
     UnknownBuiltin(String),
 }
 
@@ -183,6 +183,59 @@ pub struct Hall {
     pub facility: Facility,
     /// Air handlers for the heat that does not go into the liquid.
     pub air: AirHandling,
+    /// Two-phase immersion (optional): each rack is a tank of boiling dielectric fluid and each
+    /// CDU is that tank's condenser-water skid (one rack per CDU). See [`Immersion`].
+    #[serde(default)]
+    pub immersion: Option<Immersion>,
+}
+
+/// Two-phase immersion tanks of a hall (plant-model.md §12).
+///
+/// With this section each rack of the hall is a sealed tank in which the boards boil a
+/// dielectric fluid, and the hall's `[cdu]` describes the tank's condenser-water skid: its pumps
+/// push water (the CDU's secondary loop) through a coil in the vapour space, its heat exchanger
+/// and valve hold the condenser-water supply temperature against facility water. The condenser
+/// water supply temperature and flow are the skid's setpoints, on the wire like a CDU's. The
+/// `[cold_plate]` section of the site does not apply to immersion halls.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Immersion {
+    /// Fluid: `novec-649`, `hfe-7100` or `hfe-7000` (property data: `coolplane_core::dielectric`).
+    pub fluid: String,
+    /// Fluid charge per tank, kg.
+    pub fluid_mass_kg: f64,
+    /// Below this charge the top boards are uncovered and dry out, kg.
+    pub min_fluid_mass_kg: f64,
+    /// Heat capacity of the submerged hardware and the tank shell per tank, kJ/K.
+    pub hardware_heat_capacity_kj_per_k: f64,
+    /// Boiling surface per accelerator (lid or boiler plate), cm².
+    pub boiling_area_cm2: f64,
+    /// Nucleate-boiling wall superheat at the reference heat flux, K.
+    pub superheat_ref_k: f64,
+    /// Reference heat flux of `superheat_ref_k`, W/cm².
+    pub superheat_ref_w_per_cm2: f64,
+    /// Exponent n of the boiling curve q ∝ ΔT^n (Rohsenow: 3).
+    pub boiling_exponent: f64,
+    /// Critical heat flux of the surface / Zuber's flat-plate value (coatings: 1.5–2).
+    pub chf_enhancement: f64,
+    /// Film-boiling heat-transfer coefficient once a surface has dried out, W/(m²·K).
+    pub film_boiling_w_per_m2_k: f64,
+    /// Die-to-boiling-surface resistance of the package, mean, K/W.
+    pub package_r_k_per_w: f64,
+    /// Standard deviation of the package resistance, % of the mean (seeded per accelerator).
+    pub package_r_spread_pct: f64,
+    /// Condenser coil UA at design condenser-water flow, kW/K.
+    pub condenser_ua_kw_per_k: f64,
+    /// Share of the coil's thermal resistance on the water side at design flow (0–1); it scales
+    /// with flow^-0.8, the condensing side does not.
+    pub condenser_water_side_frac: f64,
+    /// Relief valve opening pressure above atmospheric, kPa (venting above it loses fluid).
+    pub relief_gauge_kpa: f64,
+    /// Tank pressure rating above atmospheric, kPa (the relief must open below it).
+    pub design_gauge_kpa: f64,
+    /// Vapour lost through seals and breathing per tank per year at a vapour pressure of 1 atm,
+    /// kg/year (scales with the vapour pressure).
+    pub seal_loss_kg_per_year: f64,
 }
 
 fn one() -> u32 {
@@ -402,6 +455,7 @@ pub fn builtin_site_toml(name: &str) -> Option<&'static str> {
         "hall-10k" => Some(include_str!("../../sites/hall-10k.toml")),
         "supernode-640" => Some(include_str!("../../sites/supernode-640.toml")),
         "campus-100k" => Some(include_str!("../../sites/campus-100k.toml")),
+        "supernode-2pic" => Some(include_str!("../../sites/supernode-2pic.toml")),
         _ => None,
     }
 }
@@ -831,6 +885,9 @@ impl Site {
                 );
             }
             c.range(&f("air.fan_kw_per_kw"), hall.air.fan_kw_per_kw, 0.0, 0.5, "kW/kW");
+            if let Some(im) = &hall.immersion {
+                check_immersion(&mut c, self, hall, im, &f);
+            }
         }
         match c.errors.into_iter().next() {
             Some(e) => Err(e),
@@ -880,6 +937,135 @@ impl Site {
     }
 }
 
+fn check_immersion(c: &mut Check, site: &Site, hall: &Hall, im: &Immersion, f: &dyn Fn(&str) -> String) {
+    let fluid = crate::dielectric::fluid_by_name(&im.fluid);
+    c.rule(
+        fluid.is_some(),
+        &f("immersion.fluid"),
+        format!("{:?}", im.fluid),
+        "must be one of novec-649, hfe-7100, hfe-7000",
+    );
+    c.rule(
+        hall.cdu.racks_per_cdu == 1,
+        &f("cdu.racks_per_cdu"),
+        format!("{}", hall.cdu.racks_per_cdu),
+        "must be 1 in an immersion hall (each tank has its own condenser-water skid)",
+    );
+    c.rule(
+        hall.rack.heat_to_liquid == 1.0,
+        &f("rack.heat_to_liquid"),
+        format!("{}", hall.rack.heat_to_liquid),
+        "must be 1.0 in an immersion hall (everything in the tank boils the fluid)",
+    );
+    c.range(
+        &f("immersion.fluid_mass_kg"),
+        im.fluid_mass_kg,
+        10.0,
+        1e5,
+        "kg per tank",
+    );
+    c.range(
+        &f("immersion.min_fluid_mass_kg"),
+        im.min_fluid_mass_kg,
+        0.0,
+        im.fluid_mass_kg,
+        "kg, at most the charge",
+    );
+    c.range(
+        &f("immersion.hardware_heat_capacity_kj_per_k"),
+        im.hardware_heat_capacity_kj_per_k,
+        0.0,
+        1e5,
+        "kJ/K",
+    );
+    c.range(
+        &f("immersion.boiling_area_cm2"),
+        im.boiling_area_cm2,
+        0.1,
+        1000.0,
+        "cm²",
+    );
+    c.range(&f("immersion.superheat_ref_k"), im.superheat_ref_k, 0.1, 50.0, "K");
+    c.range(
+        &f("immersion.superheat_ref_w_per_cm2"),
+        im.superheat_ref_w_per_cm2,
+        0.1,
+        100.0,
+        "W/cm²",
+    );
+    c.range(
+        &f("immersion.boiling_exponent"),
+        im.boiling_exponent,
+        1.0,
+        5.0,
+        "q ∝ ΔT^n",
+    );
+    c.range(&f("immersion.chf_enhancement"), im.chf_enhancement, 0.5, 4.0, "ratio");
+    c.range(
+        &f("immersion.film_boiling_w_per_m2_k"),
+        im.film_boiling_w_per_m2_k,
+        10.0,
+        5000.0,
+        "W/(m²·K)",
+    );
+    c.range(
+        &f("immersion.package_r_k_per_w"),
+        im.package_r_k_per_w,
+        1e-4,
+        5.0,
+        "K/W",
+    );
+    c.range(
+        &f("immersion.package_r_spread_pct"),
+        im.package_r_spread_pct,
+        0.0,
+        30.0,
+        "%",
+    );
+    c.positive(&f("immersion.condenser_ua_kw_per_k"), im.condenser_ua_kw_per_k);
+    c.range(
+        &f("immersion.condenser_water_side_frac"),
+        im.condenser_water_side_frac,
+        0.0,
+        0.95,
+        "fraction",
+    );
+    c.range(
+        &f("immersion.design_gauge_kpa"),
+        im.design_gauge_kpa,
+        1.0,
+        500.0,
+        "kPa above atmospheric",
+    );
+    c.range(
+        &f("immersion.relief_gauge_kpa"),
+        im.relief_gauge_kpa,
+        0.5,
+        im.design_gauge_kpa,
+        "kPa above atmospheric, at most the tank rating",
+    );
+    c.range(
+        &f("immersion.seal_loss_kg_per_year"),
+        im.seal_loss_kg_per_year,
+        0.0,
+        1e4,
+        "kg/year per tank",
+    );
+    if let Some(fl) = fluid {
+        // The surfaces must be able to boil the design power below their critical heat flux.
+        let q = site.gpu.tdp_w / im.boiling_area_cm2;
+        let chf = fl.chf_zuber_w_m2(crate::dielectric::P_ATM_PA) / 1e4 * im.chf_enhancement;
+        c.rule(
+            q < chf,
+            &f("immersion.boiling_area_cm2"),
+            format!("{}", im.boiling_area_cm2),
+            &format!(
+                "gives {q:.1} W/cm² at TDP, at or above the critical heat flux of {chf:.1} W/cm² (dry-out at full power)"
+            ),
+        );
+    }
+}
+
 /// Rack power with every GPU at TDP, W.
 pub fn rack_design_power_w(site: &Site, hall: &Hall) -> f64 {
     let r = &hall.rack;
@@ -906,6 +1092,10 @@ mod tests {
         let s = builtin_site("supernode-640").unwrap();
         assert_eq!(s.gpu_count(), 10_240);
         assert_eq!(s.rack_count(), 16);
+        let t = builtin_site("supernode-2pic").unwrap();
+        assert_eq!(t.gpu_count(), 10_240);
+        assert_eq!(t.rack_count(), 16);
+        assert!(t.halls[0].immersion.is_some());
         let c = builtin_site("campus-100k").unwrap();
         assert!(c.gpu_count() >= 100_000, "{}", c.gpu_count());
         assert!(c.hall_count() > 1);

@@ -37,6 +37,10 @@ pub struct CduLimits {
     pub flow_max_lpm: f64,
     /// Design flow, L/min.
     pub flow_design_lpm: f64,
+    /// Relief pressure of the two-phase immersion tank this CDU (condenser-water skid) serves,
+    /// kPa above atmospheric; `None` for a CDU of cold-plate racks.
+    #[serde(default)]
+    pub tank_relief_gauge_kpa: Option<f64>,
 }
 
 /// Limits of one hall's facility water system.
@@ -83,6 +87,11 @@ impl PlantLimits {
                     flow_min_lpm,
                     flow_max_lpm,
                     flow_design_lpm: d.design_flow_lpm(),
+                    tank_relief_gauge_kpa: topo
+                        .hall_spec(site, c.hall)
+                        .immersion
+                        .as_ref()
+                        .map(|im| im.relief_gauge_kpa),
                 }
             })
             .collect();
@@ -258,6 +267,11 @@ pub struct TrimRespondParams {
     pub supply_max_above_design_k: f64,
     /// Commissioned lower bound of the flow reset, fraction of design flow.
     pub flow_min_frac: f64,
+    /// Two-phase immersion: tank pressure, as a fraction of the relief pressure (above
+    /// atmospheric), at which a tank raises 1 request (2 at 1.5×, 3 at 2× this fraction). A
+    /// tank is commissioned to run near atmospheric pressure: pressure is what the condenser
+    /// water is reset on, since the dies sit far below slowdown at any pressure the tank allows.
+    pub tank_request_frac: f64,
 }
 
 impl Default for TrimRespondParams {
@@ -278,6 +292,7 @@ impl Default for TrimRespondParams {
             valve_request_pct: 92.0,
             supply_max_above_design_k: 3.0,
             flow_min_frac: 0.8,
+            tank_request_frac: 0.2,
         }
     }
 }
@@ -324,6 +339,32 @@ impl TrimRespond {
         }
         req
     }
+
+    /// Requests a two-phase immersion tank raises from its pressure (0 for a cold-plate CDU).
+    fn tank_requests(&self, input: &PolicyInput<'_>, cdu: usize) -> u32 {
+        let mut req = 0;
+        // A two-phase immersion tank asks for colder condenser water as its pressure rises
+        // (an unknown pressure counts as a high one).
+        if let Some(relief) = input.limits.cdus[cdu].tank_relief_gauge_kpa {
+            let f = self.params.tank_request_frac;
+            let frac = match input.image.cdus.get(cdu).and_then(|m| m.tank) {
+                Some(t) if t.pressure_gauge_kpa.usable(input.now_s, 3.0 * self.params.period_s) => {
+                    t.pressure_gauge_kpa.value / relief
+                }
+                _ => f64::INFINITY,
+            };
+            req += if frac >= 2.0 * f {
+                3
+            } else if frac >= 1.5 * f {
+                2
+            } else if frac >= f {
+                1
+            } else {
+                0
+            };
+        }
+        req
+    }
 }
 
 impl Policy for TrimRespond {
@@ -340,7 +381,8 @@ impl Policy for TrimRespond {
         if due {
             self.last_reset_s = Some(input.now_s);
             for (c, l) in limits.cdus.iter().enumerate() {
-                let req = self.cdu_requests(input, c);
+                let tank_req = self.tank_requests(input, c);
+                let req = self.cdu_requests(input, c) + tank_req;
                 let supply_max = l.supply_max_c.min(l.supply_design_c + p.supply_max_above_design_k);
                 let flow_min = l.flow_min_lpm.max(p.flow_min_frac * l.flow_design_lpm);
                 let s = &mut sp.cdus[c];
@@ -353,6 +395,8 @@ impl Policy for TrimRespond {
                     reasons.push(format!(
                         "cdu {c}: {req} requests from hot GPUs: supply −{d_t:.1} K, flow +{d_f:.0} L/min"
                     ));
+                } else if tank_req > 0 {
+                    // A tank inside its pressure band holds its condenser water (no hunting).
                 } else if s.supply_c < supply_max - 1e-9 {
                     s.supply_c = (s.supply_c + p.supply_trim_k).min(supply_max);
                 } else {

@@ -30,6 +30,7 @@ pub fn builtin_map(name: &str) -> Option<&'static str> {
         "coolplane-cdu" => Some(include_str!("../../maps/coolplane-cdu.toml")),
         "coolplane-facility" => Some(include_str!("../../maps/coolplane-facility.toml")),
         "coolplane-meter" => Some(include_str!("../../maps/coolplane-meter.toml")),
+        "coolplane-2pic-tank" => Some(include_str!("../../maps/coolplane-2pic-tank.toml")),
         _ => None,
     }
 }

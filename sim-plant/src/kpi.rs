@@ -55,6 +55,12 @@ pub struct StepFlows {
     pub work_done_gpu_s: f64,
     /// GPU work demanded (no caps, no throttling), GPU-s.
     pub work_demanded_gpu_s: f64,
+    /// Two-phase immersion fluid lost this step (relief venting, seals, breathing), kg.
+    pub fluid_lost_kg: f64,
+    /// Of which vented through tank relief valves, kg.
+    pub fluid_vented_kg: f64,
+    /// Highest tank pressure above atmospheric this step, kPa (0 without tanks).
+    pub tank_max_gauge_kpa: f64,
 }
 
 /// Running sums over the scored window.
@@ -88,6 +94,9 @@ pub struct KpiAccumulator {
     window_it_j: f64,
     window_facility_kw: Vec<f64>,
     window_pue: Vec<f64>,
+    fluid_lost_kg: f64,
+    fluid_vented_kg: f64,
+    tank_max_gauge_kpa: f64,
     /// GPU shutdowns counted by the plant.
     pub gpu_shutdowns: u64,
     /// Jobs failed (counted by the cluster scheduler).
@@ -139,6 +148,9 @@ impl KpiAccumulator {
         self.near_throttle_gpu_s += f.near_throttle_gpus as f64 * dt;
         self.work_done += f.work_done_gpu_s;
         self.work_demanded += f.work_demanded_gpu_s;
+        self.fluid_lost_kg += f.fluid_lost_kg;
+        self.fluid_vented_kg += f.fluid_vented_kg;
+        self.tank_max_gauge_kpa = self.tank_max_gauge_kpa.max(f.tank_max_gauge_kpa);
         if f.facility_w > f.budget_w {
             self.budget_exceed_j += (f.facility_w - f.budget_w) * dt;
             self.exceed_run_s += dt;
@@ -235,6 +247,9 @@ impl KpiAccumulator {
             flow_setpoint_travel_lpm: self.flow_setpoint_travel_lpm,
             facility_setpoint_travel_k: self.facility_setpoint_travel_k,
             gpu_temp_max_c: self.gpu_temp_max_c,
+            fluid_loss_kg: self.fluid_lost_kg,
+            fluid_vented_kg: self.fluid_vented_kg,
+            tank_pressure_max_gauge_kpa: self.tank_max_gauge_kpa,
         }
     }
 }
@@ -324,4 +339,13 @@ pub struct Kpis {
     pub facility_setpoint_travel_k: f64,
     /// Hottest true GPU die temperature in the window, °C.
     pub gpu_temp_max_c: f64,
+    /// Two-phase immersion: dielectric fluid lost (relief venting, seals, breathing), kg.
+    #[serde(default)]
+    pub fluid_loss_kg: f64,
+    /// Of which vented through tank relief valves, kg.
+    #[serde(default)]
+    pub fluid_vented_kg: f64,
+    /// Highest tank pressure above atmospheric in the window, kPa (0 without tanks).
+    #[serde(default)]
+    pub tank_pressure_max_gauge_kpa: f64,
 }

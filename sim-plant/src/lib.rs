@@ -5,8 +5,8 @@
 //! `shared/design/plant-model.md`): GPU power with leakage and DVFS caps, die temperatures through
 //! flow-dependent cold plates with per-GPU spread, slowdown and shutdown, racks, CDUs with pumps,
 //! ε-NTU heat exchangers, local PI loops, BMS-timeout fail-safe and N+1 failover, facility water
-//! with dry coolers / adiabatic assist / cooling tower / trim chiller / heat reuse, the electrical
-//! chain, sensors with bias, noise, quantisation and lag, and faults on a schedule. It also holds
+//! with dry coolers / adiabatic assist / cooling tower / trim chiller / heat reuse, two-phase immersion tanks
+//! ([`immersion`]), the electrical chain, sensors with bias, noise, quantisation and lag, and faults on a schedule. It also holds
 //! the simulated world around the plant that a real site would have: the workload and the cluster
 //! scheduler that places it.
 //!
@@ -20,6 +20,7 @@ pub mod cluster;
 pub mod faults;
 pub mod gpu;
 pub mod hx;
+pub mod immersion;
 pub mod kpi;
 pub mod perf_fit;
 pub mod plant;

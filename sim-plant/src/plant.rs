@@ -14,6 +14,7 @@
 use crate::faults::{FaultKind, ScheduledFault, SensorFailure, SensorPoint};
 use crate::gpu::{kernel_exact, kernel_fast, GpuConsts, RackGpus, DEAD};
 use crate::hx::{counterflow_conductance, counterflow_ntu, lag};
+use crate::immersion::Immersion;
 use crate::kpi::{KpiAccumulator, Kpis, StepFlows};
 use coolplane_core::fluid::{
     pg25_kg_s_to_lpm, pg25_lpm_to_kg_s, water_kg_s_to_lpm, AIR_CP_J_KG_K, PG25_CP_J_KG_K, PG25_DENSITY_KG_M3,
@@ -229,6 +230,8 @@ pub struct Plant {
     scoring: bool,
     kpi: KpiAccumulator,
     last_dt_s: f64,
+    /// Two-phase immersion tanks (halls with `[halls.immersion]`), see [`crate::immersion`].
+    immersion: Option<Immersion>,
 }
 
 impl Plant {
@@ -344,6 +347,7 @@ impl Plant {
             }
         }
         let budget_w = site.site.power_budget_kw * 1000.0;
+        let immersion = Immersion::new(site, &topo, seed);
         let max_rack = topo.racks.iter().map(|r| r.gpus.len()).max().unwrap_or(0);
         let mut plant = Self {
             site: site.clone(),
@@ -378,6 +382,7 @@ impl Plant {
             kpi: KpiAccumulator::default(),
             t_s: 0.0,
             last_dt_s: 1.0,
+            immersion,
             rng,
             topo,
         };
@@ -569,7 +574,17 @@ impl Plant {
             .enumerate()
             .map(|(i, h)| self.rej_params[self.topo.halls[i].spec].c_facility_j_k * h.t_sup)
             .sum();
-        c + h
+        c + h + self.immersion.as_ref().map_or(0.0, Immersion::stored_heat_j)
+    }
+
+    /// The two-phase immersion tanks, if the site has any (true state, for validation and tests).
+    pub fn immersion(&self) -> Option<&Immersion> {
+        self.immersion.as_ref()
+    }
+
+    /// Mutable access to the tanks (fault studies and tests: e.g. drain fluid).
+    pub fn immersion_mut(&mut self) -> Option<&mut Immersion> {
+        self.immersion.as_mut()
     }
 
     // ---- stepping -----------------------------------------------------------------------
@@ -859,14 +874,23 @@ impl Plant {
                 + 1.0 / (2.0 * m_g * PG25_CP_J_KG_K)) as f32;
             let range = rack.gpus.clone();
             let n = range.len();
+            // Immersion hook: a tank's GPUs boil into its pool (T_sat + boiling curve + package).
+            let tank = self
+                .immersion
+                .as_mut()
+                .and_then(|im| im.prepare_rack(rack.cdu, range.clone(), &telemetry.power_w[range.clone()]));
+            let (t_in, r_flow, r_cond) = match (tank, &self.immersion) {
+                (Some((t, r)), Some(im)) => (t, r, &im.r_eff()[range.clone()]),
+                _ => (rstate.inlet_c as f32, r_flow, &self.gpu_r_cond[range.clone()]),
+            };
             self.scratch_temp[..n].copy_from_slice(&self.gpu_temp[range.clone()]);
             self.scratch_flags[..n].copy_from_slice(&self.gpu_flags[range.clone()]);
             let mut g = RackGpus {
-                t_in: rstate.inlet_c as f32,
+                t_in,
                 r_flow,
                 util: &self.gpu_util[range.clone()],
                 temp: &mut self.gpu_temp[range.clone()],
-                r_cond: &self.gpu_r_cond[range.clone()],
+                r_cond,
                 cap: &self.gpu_cap[range.clone()],
                 flags: &mut self.gpu_flags[range.clone()],
                 bias: &self.gpu_bias[range.clone()],
@@ -929,6 +953,10 @@ impl Plant {
             self.cdus[rack.cdu].q_liq_w += f_liq * pw + pickup;
             self.halls[rack.hall].air_heat_w += (1.0 - f_liq) * pw - pickup;
         }
+        if let Some(im) = self.immersion.as_mut() {
+            let cdus = &self.cdus;
+            im.begin_step(|ci| cdus[ci].q_liq_w);
+        }
         let mut cdu_e_hx = vec![0.0f64; self.cdus.len()];
         let mut cdu_e_pump = vec![0.0f64; self.cdus.len()];
         let mut hall_acc = vec![[0.0f64; 8]; self.halls.len()];
@@ -975,7 +1003,13 @@ impl Plant {
                     let c_h = m_h * PG25_CP_J_KG_K;
                     let a = counterflow_conductance(ua, c_h, m_c * WATER_CP_J_KG_K);
                     // Loop: C·dT/dt = Q_in − a·(T + Q_in/C_h − T_fac), stepped exactly.
-                    let q_in = c.q_liq_w + pump_w;
+                    // Immersion hook: a tank's skid takes the heat condensed on its coil.
+                    let q_src = self
+                        .immersion
+                        .as_mut()
+                        .and_then(|im| im.substep(ci, c.t_sup, c.flow_kg_s, h))
+                        .unwrap_or(c.q_liq_w);
+                    let q_in = q_src + pump_w;
                     let t_old = c.t_sup;
                     let t_new = if a > 1e-9 {
                         let t_ss = t_fac + q_in * (1.0 - a / c_h) / a;
@@ -1164,6 +1198,13 @@ impl Plant {
             flows.heat_reused_w += self.halls[hi].reused_w;
         }
         flows.heat_in_j = heat_in;
+        if let Some(im) = &self.immersion {
+            let t = im.step_totals();
+            flows.heat_out_j += t.heat_out_j;
+            flows.fluid_lost_kg = t.fluid_lost_kg;
+            flows.fluid_vented_kg = t.fluid_vented_kg;
+            flows.tank_max_gauge_kpa = t.max_gauge_kpa;
+        }
         flows
     }
 
@@ -1323,6 +1364,11 @@ impl Plant {
                 ] {
                     r.quality = Quality::Bad;
                 }
+                if let Some(tk) = &mut m.tank {
+                    for r in [&mut tk.pressure_gauge_kpa, &mut tk.pool_temp_c, &mut tk.fluid_level_pct] {
+                        r.quality = Quality::Bad;
+                    }
+                }
                 continue;
             }
             m.supply_temp_c = Reading::good(v[0], t);
@@ -1337,6 +1383,11 @@ impl Plant {
             m.flow_setpoint_lpm = Reading::good(q10(sp_f), t);
             m.alarms = alarms;
             m.local_fallback = fallback;
+            if let Some(im) = &self.immersion {
+                let nk: f64 = self.rng.sample(StandardNormal);
+                let nt: f64 = self.rng.sample(StandardNormal);
+                self.meas.cdus[i].tank = im.measurement(i, t, 0.1 * nk, s.temp_noise_k * nt);
+            }
         }
         for i in 0..self.halls.len() {
             let spec = &self.site.halls[self.topo.halls[i].spec].facility;

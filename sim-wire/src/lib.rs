@@ -41,6 +41,9 @@ pub const CDU_MAP: &str = include_str!("../../maps/coolplane-cdu.toml");
 pub const FACILITY_MAP: &str = include_str!("../../maps/coolplane-facility.toml");
 /// Site meter map.
 pub const METER_MAP: &str = include_str!("../../maps/coolplane-meter.toml");
+/// Two-phase immersion tank map: the CDU map (the tank's condenser-water skid) plus the tank's
+/// pressure, pool temperature, fluid level and relief state.
+pub const TANK_MAP: &str = include_str!("../../maps/coolplane-2pic-tank.toml");
 
 /// The simulated plant could not be started.
 #[derive(Debug, Error)]
@@ -83,6 +86,8 @@ pub struct Endpoint {
     pub name: String,
     /// Listening address.
     pub addr: SocketAddr,
+    /// Name of the shipped register map it serves (`coolplane-cdu`, `coolplane-2pic-tank`, ...).
+    pub map: &'static str,
 }
 
 /// How to serve the simulated plant.
@@ -278,9 +283,14 @@ pub struct SimWire {
 impl SimWire {
     /// Bind every device, connect to the broker and start stepping the plant on `clock`.
     pub async fn start(cfg: SimWireConfig, clock: Clock) -> Result<Self, SimWireError> {
-        let maps = [CDU_MAP, FACILITY_MAP, METER_MAP]
+        let maps = [CDU_MAP, FACILITY_MAP, METER_MAP, TANK_MAP]
             .iter()
-            .zip(["coolplane-cdu.toml", "coolplane-facility.toml", "coolplane-meter.toml"])
+            .zip([
+                "coolplane-cdu.toml",
+                "coolplane-facility.toml",
+                "coolplane-meter.toml",
+                "coolplane-2pic-tank.toml",
+            ])
             .map(|(t, n)| {
                 RegisterMap::from_toml_str(n, t)
                     .map(Arc::new)
@@ -298,7 +308,12 @@ impl SimWire {
         let mut tasks = Vec::new();
         let mut servers = Vec::new();
         let mut port = cfg.modbus_base_port;
-        let mut add = |role: Role, index: usize, name: String, map: Arc<RegisterMap>| -> Result<(), SimWireError> {
+        let mut add = |role: Role,
+                       index: usize,
+                       name: String,
+                       map: Arc<RegisterMap>,
+                       map_name: &'static str|
+         -> Result<(), SimWireError> {
             let addr = SocketAddr::new(cfg.bind, port);
             if port != 0 {
                 port = port.wrapping_add(1);
@@ -321,17 +336,35 @@ impl SimWire {
                 index,
                 name,
                 addr: bound,
+                map: map_name,
             });
             images.push((role, index, image));
             Ok(())
         };
         for (i, c) in topo.cdus.iter().enumerate() {
-            add(Role::Cdu, i, c.name.clone(), maps[0].clone())?;
+            // A two-phase immersion tank's skid serves the tank map (a superset of the CDU map).
+            if plant.immersion().is_some_and(|im| im.is_tank(i)) {
+                add(Role::Cdu, i, c.name.clone(), maps[3].clone(), "coolplane-2pic-tank")?;
+            } else {
+                add(Role::Cdu, i, c.name.clone(), maps[0].clone(), "coolplane-cdu")?;
+            }
         }
         for (h, hall) in topo.halls.iter().enumerate() {
-            add(Role::Facility, h, format!("{}-fws", hall.name), maps[1].clone())?;
+            add(
+                Role::Facility,
+                h,
+                format!("{}-fws", hall.name),
+                maps[1].clone(),
+                "coolplane-facility",
+            )?;
         }
-        add(Role::Meter, 0, format!("{}-meter", sc.site.site.name), maps[2].clone())?;
+        add(
+            Role::Meter,
+            0,
+            format!("{}-meter", sc.site.site.name),
+            maps[2].clone(),
+            "coolplane-meter",
+        )?;
         // Firmware limits and initial holding registers (the local defaults).
         for (role, index, img) in &images {
             let Ok(mut im) = img.lock() else { continue };
@@ -710,6 +743,12 @@ fn update_images(images: &[(Role, usize, Arc<Mutex<DeviceImage>>)], m: &Measurem
                 }
                 im.set("alarms", c.alarms as f64);
                 im.set("local_fallback", if c.local_fallback { 1.0 } else { 0.0 });
+                if let Some(t) = &c.tank {
+                    im.set("tank_pressure_gauge_kpa", v(t.pressure_gauge_kpa));
+                    im.set("tank_pool_temp_c", v(t.pool_temp_c));
+                    im.set("tank_fluid_level_pct", v(t.fluid_level_pct));
+                    im.set("tank_venting", if t.venting { 1.0 } else { 0.0 });
+                }
             }
             Role::Facility => {
                 let Some(f) = m.facilities.get(*index) else { continue };
