@@ -197,7 +197,6 @@ pub fn run(
                 &cluster,
                 (t + dt - scenario.scoring_start_s()) / 3600.0,
                 slowdown,
-                &ambient,
             ));
         }
         if k % hour_steps == 0 || k + 1 == steps {
@@ -253,14 +252,7 @@ pub fn run(
     })
 }
 
-fn row(
-    plant: &Plant,
-    controller: &Controller,
-    cluster: &Cluster,
-    t_h: f64,
-    slowdown: f64,
-    amb: &coolplane_core::weather::WeatherSample,
-) -> SeriesRow {
+fn row(plant: &Plant, controller: &Controller, cluster: &Cluster, t_h: f64, slowdown: f64) -> SeriesRow {
     let p = plant.power();
     let topo = plant.topology();
     let n_cdu = topo.cdus.len().max(1) as f64;
@@ -292,8 +284,9 @@ fn row(
             .sum::<f64>()
             / n_hall,
         facility_setpoint_mean_c: meas.facilities.iter().map(|f| f.supply_setpoint_c.value).sum::<f64>() / n_hall,
-        dry_bulb_c: amb.dry_bulb_c,
-        wet_bulb_c: amb.wet_bulb_c,
+        // The weather the plant saw (heat-wave offsets applied), not the file's.
+        dry_bulb_c: plant.ambient_seen().dry_bulb_c,
+        wet_bulb_c: plant.ambient_seen().wet_bulb_c,
         busy_gpus: cluster.stats().busy_gpus as f64,
         budget_kw: meas.meter.power_budget_kw.value,
         adiabatic_on: (0..topo.halls.len()).filter(|&h| plant.adiabatic_on(h)).count() as f64 / n_hall,

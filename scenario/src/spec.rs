@@ -294,11 +294,19 @@ impl ScenarioSpec {
                     "must be a finite number of hours",
                 ));
             }
+            if e.start_h < -s.warmup_h {
+                return Err(invalid(
+                    &format!("events[{i}].start_h"),
+                    e.start_h,
+                    format!("must not be before the start of the warm-up (−{} h)", s.warmup_h),
+                ));
+            }
             if let Some(end) = e.end_h {
                 if !(end.is_finite() && end > e.start_h) {
                     return Err(invalid(&format!("events[{i}].end_h"), end, "must be after start_h"));
                 }
             }
+            check_fault_values(i, &e.fault)?;
         }
         Ok(())
     }
@@ -501,6 +509,49 @@ impl ScenarioSpec {
             workload,
             events,
         })
+    }
+}
+
+/// Numeric parameters of a fault: finite and within what the physics allows, the field named.
+fn check_fault_values(i: usize, f: &FaultKind) -> Result<(), ScenarioError> {
+    use coolplane_sim_plant::faults::SensorFailure;
+    let range = |name: &str, v: f64, lo: f64, hi: f64, what: &str| {
+        if v.is_finite() && v >= lo && v <= hi {
+            Ok(())
+        } else {
+            Err(invalid(
+                &format!("events[{i}].fault.{name}"),
+                v,
+                format!("must be a finite number within [{lo}, {hi}] ({what})"),
+            ))
+        }
+    };
+    match *f {
+        FaultKind::ValveStuck { position, .. } => range("position", position, 0.0, 1.0, "fraction open"),
+        FaultKind::HxFouling { ua_loss_pct, .. } => range("ua_loss_pct", ua_loss_pct, 0.0, 95.0, "% of UA lost"),
+        FaultKind::FanFailure { fraction, .. } => {
+            range("fraction", fraction, 0.0, 1.0, "fraction of fan capacity lost")
+        }
+        FaultKind::Sensor {
+            failure: SensorFailure::Drift { rate_per_h },
+            ..
+        } => range("failure.rate_per_h", rate_per_h, -100.0, 100.0, "K or % per hour"),
+        FaultKind::HeatWave { offset_k } => range("offset_k", offset_k, -30.0, 30.0, "K added to dry- and wet-bulb"),
+        FaultKind::BudgetCut { budget_kw } => {
+            if budget_kw.is_finite() && budget_kw > 0.0 && budget_kw <= 1e8 {
+                Ok(())
+            } else {
+                Err(invalid(
+                    &format!("events[{i}].fault.budget_kw"),
+                    budget_kw,
+                    "must be a positive finite power, at most 1e8 kW",
+                ))
+            }
+        }
+        FaultKind::LoadStorm { util } => range("util", util, 0.0, 1.0, "utilisation"),
+        FaultKind::PumpTrip { .. } | FaultKind::CduOffline { .. } | FaultKind::CommsLoss | FaultKind::Sensor { .. } => {
+            Ok(())
+        }
     }
 }
 

@@ -222,6 +222,7 @@ pub struct Plant {
     fault_active: Vec<bool>,
     fault_stuck_value: Vec<f64>,
     heat_wave_k: f64,
+    ambient_seen: WeatherSample,
     budget_w: f64,
     load_storm: Option<f32>,
     comms_loss: bool,
@@ -373,6 +374,14 @@ impl Plant {
             fault_active: Vec::new(),
             fault_stuck_value: Vec::new(),
             heat_wave_k: 0.0,
+            // No step yet: no weather seen.
+            ambient_seen: WeatherSample {
+                dry_bulb_c: f64::NAN,
+                wet_bulb_c: f64::NAN,
+                dew_point_c: f64::NAN,
+                rh_pct: f64::NAN,
+                pressure_pa: f64::NAN,
+            },
             budget_w,
             load_storm: None,
             comms_loss: false,
@@ -530,6 +539,12 @@ impl Plant {
         self.halls[h].t_sup
     }
 
+    /// Outdoor conditions the plant ran the last step under: the weather handed to
+    /// [`Plant::step`] with the scenario's offsets (heat wave) applied.
+    pub fn ambient_seen(&self) -> WeatherSample {
+        self.ambient_seen
+    }
+
     /// Whether the trim chiller of hall `h` runs.
     pub fn chiller_on(&self, h: usize) -> bool {
         self.halls[h].chiller
@@ -597,6 +612,7 @@ impl Plant {
         let mut amb = *ambient;
         amb.dry_bulb_c += self.heat_wave_k;
         amb.wet_bulb_c += self.heat_wave_k;
+        self.ambient_seen = amb;
         self.update_fail_safes();
         let work = self.step_gpus(dt);
         let flows = self.step_loops(dt, &amb);

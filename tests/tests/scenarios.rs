@@ -264,6 +264,83 @@ fn bad_scenario_files_are_rejected_with_the_field_named() {
 }
 
 #[test]
+fn bad_fault_parameters_are_rejected_with_the_field_named() {
+    let head = "[scenario]\nname = \"x\"\nsite = \"hall-10k\"\n";
+    for (fault, field, value) in [
+        ("{ kind = \"valve-stuck\", cdu = 0, position = nan }", "events[0].fault.position", "NaN"),
+        ("{ kind = \"valve-stuck\", cdu = 0, position = 1.5 }", "events[0].fault.position", "1.5"),
+        ("{ kind = \"hx-fouling\", cdu = 0, ua_loss_pct = -10.0 }", "events[0].fault.ua_loss_pct", "-10"),
+        ("{ kind = \"hx-fouling\", cdu = 0, ua_loss_pct = nan }", "events[0].fault.ua_loss_pct", "NaN"),
+        ("{ kind = \"fan-failure\", hall = 0, fraction = -0.5 }", "events[0].fault.fraction", "-0.5"),
+        ("{ kind = \"fan-failure\", hall = 0, fraction = inf }", "events[0].fault.fraction", "inf"),
+        ("{ kind = \"heat-wave\", offset_k = nan }", "events[0].fault.offset_k", "NaN"),
+        ("{ kind = \"heat-wave\", offset_k = 80.0 }", "events[0].fault.offset_k", "80"),
+        ("{ kind = \"budget-cut\", budget_kw = nan }", "events[0].fault.budget_kw", "NaN"),
+        ("{ kind = \"budget-cut\", budget_kw = -100.0 }", "events[0].fault.budget_kw", "-100"),
+        ("{ kind = \"budget-cut\", budget_kw = 0.0 }", "events[0].fault.budget_kw", "0"),
+        ("{ kind = \"load-storm\", util = 5.0 }", "events[0].fault.util", "5"),
+        ("{ kind = \"load-storm\", util = nan }", "events[0].fault.util", "NaN"),
+        (
+            "{ kind = \"sensor\", point = { point = \"cdu-supply-temp\", index = 0 }, failure = { mode = \"drift\", rate_per_h = nan } }",
+            "events[0].fault.failure.rate_per_h",
+            "NaN",
+        ),
+    ] {
+        let e = parse_err(&format!("{head}[[events]]\nstart_h = 1.0\nfault = {fault}\n"));
+        assert!(e.contains(field) && e.contains(value), "{fault}: {e}");
+    }
+    // Times: NaN start, an end before the start, a start before the warm-up.
+    let e = parse_err(&format!(
+        "{head}[[events]]\nstart_h = nan\nfault = {{ kind = \"comms-loss\" }}\n"
+    ));
+    assert!(e.contains("events[0].start_h"), "{e}");
+    let e = parse_err(&format!(
+        "{head}[[events]]\nstart_h = 1.0\nend_h = nan\nfault = {{ kind = \"comms-loss\" }}\n"
+    ));
+    assert!(e.contains("events[0].end_h"), "{e}");
+    let e = parse_err(&format!(
+        "{head}warmup_h = 24.0\n[[events]]\nstart_h = -30.0\nfault = {{ kind = \"comms-loss\" }}\n"
+    ));
+    assert!(e.contains("events[0].start_h") && e.contains("-30"), "{e}");
+    // The second event is the bad one: the index is right.
+    let e = parse_err(&format!(
+        "{head}[[events]]\nstart_h = 1.0\nfault = {{ kind = \"comms-loss\" }}\n[[events]]\nstart_h = 2.0\nfault = {{ kind = \"heat-wave\", offset_k = -40.0 }}\n"
+    ));
+    assert!(e.contains("events[1].fault.offset_k"), "{e}");
+}
+
+#[test]
+fn series_show_the_weather_the_plant_saw_with_the_heat_wave() {
+    let base = spec(0.25, 0.0);
+    let mut hot = base.clone();
+    hot.events.push(EventSpec {
+        start_h: 2.0,
+        end_h: Some(4.0),
+        fault: FaultKind::HeatWave { offset_k: 6.0 },
+    });
+    let (a, b) = (run_spec(&base, "vendor-default"), run_spec(&hot, "vendor-default"));
+    assert_eq!(a.series.rows.len(), b.series.rows.len());
+    let mut inside = 0;
+    for (x, y) in a.series.rows.iter().zip(&b.series.rows) {
+        assert_eq!(x.t_h, y.t_h);
+        // A row is recorded after its step; the step ending at t_h ran over (t_h − step, t_h].
+        let step_h = base.scenario.step_s / 3600.0;
+        let t0 = y.t_h - step_h;
+        let offset = if t0 >= 2.0 - 1e-9 && t0 < 4.0 - 1e-9 { 6.0 } else { 0.0 };
+        inside += (offset > 0.0) as usize;
+        assert!(
+            (y.dry_bulb_c - x.dry_bulb_c - offset).abs() < 1e-9,
+            "t {} h: {} vs {}",
+            y.t_h,
+            y.dry_bulb_c,
+            x.dry_bulb_c
+        );
+        assert!((y.wet_bulb_c - x.wet_bulb_c - offset).abs() < 1e-9);
+    }
+    assert!(inside > 0);
+}
+
+#[test]
 fn shipped_scenarios_parse() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios");
     let mut n = 0;
