@@ -118,7 +118,7 @@ struct ScenarioArgs {
     /// Scenario file (TOML); the options below override its fields.
     #[arg(long)]
     scenario: Option<PathBuf>,
-    /// Built-in site (hall-10k, supernode-640, campus-100k) or a site file.
+    /// Built-in site (hall-10k, supernode-640, campus-100k, supernode-2pic) or a site file.
     #[arg(long)]
     site: Option<String>,
     /// `synthetic` or an EnergyPlus .epw file.

@@ -185,3 +185,60 @@ fn demo_closes_the_loop_over_the_wire_and_matches_the_in_process_run() {
         "{stderr}"
     );
 }
+
+#[test]
+fn two_phase_immersion_site_runs_over_the_wire() {
+    let free = || {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port()
+    };
+    let run = |policy: &str, compare: bool| {
+        let (modbus, mqtt) = (free().saturating_sub(100).max(20_000), free());
+        let (modbus, mqtt) = (modbus.to_string(), mqtt.to_string());
+        let mut args = vec![
+            "demo",
+            "--site",
+            "supernode-2pic",
+            "--policy",
+            policy,
+            "--duration",
+            "20m",
+            "--speed",
+            "300",
+            "--modbus-port",
+            &modbus,
+            "--mqtt-port",
+            &mqtt,
+            "--json",
+        ];
+        if compare {
+            args.push("--compare");
+        }
+        let out = coolplane(&args);
+        let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+        assert!(out.status.success(), "{stderr}");
+        let v: serde_json::Value = serde_json::from_str(String::from_utf8(out.stdout).unwrap().trim()).unwrap();
+        (v, stderr)
+    };
+    // Design setpoints: the loop over the wire gives the in-process KPIs.
+    let (v, stderr) = run("vendor-default", true);
+    let (w, p) = (&v["over_the_wire"], &v["in_process"]);
+    assert_eq!(v["site"], "supernode-2pic");
+    assert!(
+        (w["pue"].as_f64().unwrap() - p["pue"].as_f64().unwrap()).abs() <= 0.002,
+        "{v}"
+    );
+    assert!(w["fluid_loss_kg"].as_f64().unwrap() > 0.0, "{v}");
+    assert_eq!(w["throttle_gpu_s"], 0.0);
+    assert!(stderr.contains("0 rejected"), "{stderr}");
+    // trim-respond writes the tanks' condenser-water setpoints through the tank register map.
+    let (v, _) = run("trim-respond", false);
+    let w = &v["over_the_wire"];
+    assert!(w["setpoint_writes"].as_u64().unwrap() > 0, "{v}");
+    assert_eq!(w["rejected_writes"], 0, "{v}");
+    assert_eq!(w["throttle_gpu_s"], 0.0);
+    assert!(w["tank_pressure_max_gauge_kpa"].as_f64().unwrap() < 8.0, "{v}");
+}

@@ -326,7 +326,11 @@ fn series_show_the_weather_the_plant_saw_with_the_heat_wave() {
         // A row is recorded after its step; the step ending at t_h ran over (t_h − step, t_h].
         let step_h = base.scenario.step_s / 3600.0;
         let t0 = y.t_h - step_h;
-        let offset = if (2.0 - 1e-9..4.0 - 1e-9).contains(&t0) { 6.0 } else { 0.0 };
+        let offset = if (2.0 - 1e-9..4.0 - 1e-9).contains(&t0) {
+            6.0
+        } else {
+            0.0
+        };
         inside += (offset > 0.0) as usize;
         assert!(
             (y.dry_bulb_c - x.dry_bulb_c - offset).abs() < 1e-9,
