@@ -398,3 +398,66 @@ async fn modbus_exceptions_are_answers_not_link_failures() {
     assert!(dev.write("supply_temp_c", 41.0).is_err(), "read-only point");
     sim.stop();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_two_phase_immersion_tank_is_served_and_read_on_its_map() {
+    let _serial = SERIAL.lock().await;
+    use coolplane_adapters::image::WirePlant;
+    use coolplane_adapters::modbus::{spawn_device, DeviceConfig};
+    use coolplane_adapters::regmap::RegisterMap;
+    use std::sync::Arc;
+    use tokio_modbus::client::{tcp, Reader};
+    use tokio_modbus::Slave;
+    let mut s = ScenarioSpec::default_for_site("supernode-2pic");
+    s.scenario.warmup_h = 0.0;
+    s.scenario.step_s = 5.0;
+    s.weather.start_day = Some(180.0);
+    s.weather.days = Some(1.0);
+    let sc = s.resolve(Path::new(".")).unwrap();
+    let site = sc.site.clone();
+    let clock = Clock::new(60.0);
+    let sim = SimWire::start(
+        SimWireConfig {
+            scenario: sc,
+            step_s: 5.0,
+            bind: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            modbus_base_port: 0,
+            mqtt: None,
+            telemetry_interval_s: 10.0,
+        },
+        clock,
+    )
+    .await
+    .unwrap();
+    let tanks: Vec<_> = sim.endpoints().iter().filter(|e| e.role == Role::Cdu).collect();
+    assert_eq!(tanks.len(), 16);
+    assert!(tanks.iter().all(|e| e.map == "coolplane-2pic-tank"));
+    let addr = tanks[0].addr;
+    tokio::time::sleep(clock.wall(30.0)).await;
+    // The raw registers: pressure (x0.1 kPa), pool temperature (x0.1 °C), level (x0.1 %), venting.
+    let mut ctx = tcp::connect_slave(addr, Slave(1)).await.unwrap();
+    let regs = ctx.read_input_registers(20, 4).await.unwrap().unwrap();
+    let pool_c = f64::from(regs[1] as i16) / 10.0;
+    assert!((30.0..52.0).contains(&pool_c), "{regs:?}");
+    assert!((990..=1000).contains(&regs[2]), "{regs:?}");
+    assert_eq!(regs[3], 0, "not venting");
+    // The adapters read the tank on the shipped map into the process image the controller sees.
+    let map = Arc::new(RegisterMap::from_toml_str("coolplane-2pic-tank.toml", coolplane_sim_wire::TANK_MAP).unwrap());
+    let dev = spawn_device(DeviceConfig::new("tank-0", addr, 1, map, 5.0), clock);
+    tokio::time::sleep(clock.wall(60.0)).await;
+    let topo = coolplane_core::topology::Topology::new(&site);
+    let mut cdus: Vec<_> = (0..topo.cdus.len()).map(|_| None).collect();
+    cdus[0] = Some(dev);
+    let wp = WirePlant::new(topo, cdus, vec![None], None, None);
+    let m = wp.measurements(clock.now_s());
+    let t = m.cdus[0].tank.expect("tank points read");
+    assert_eq!(t.pressure_gauge_kpa.quality, coolplane_core::signals::Quality::Good);
+    assert!(
+        t.pressure_gauge_kpa.value >= 0.0 && t.pressure_gauge_kpa.value < 10.0,
+        "{t:?}"
+    );
+    assert!((t.pool_temp_c.value - pool_c).abs() < 3.0, "{t:?}");
+    assert!(m.cdus[1].tank.is_none(), "no device configured for tank 1");
+    assert!(m.cdus[0].supply_temp_c.value > 20.0);
+    sim.stop();
+}
