@@ -206,8 +206,7 @@ fn dispatch(cli: Cli) -> Result<()> {
                 let site = match builtin_site_toml(&file) {
                     Some(t) => Site::from_toml_str(&file, t)?,
                     None => {
-                        let text =
-                            std::fs::read_to_string(&file).with_context(|| format!("reading site file `{file}`"))?;
+                        let text = read_bounded(std::path::Path::new(&file), "site file")?;
                         Site::from_toml_str(&file, &text)?
                     }
                 };
@@ -265,8 +264,7 @@ fn shipped_scenarios() -> Vec<(&'static str, &'static str)> {
 fn build_spec(a: &ScenarioArgs) -> Result<(ScenarioSpec, PathBuf)> {
     let (mut spec, base) = match &a.scenario {
         Some(path) => {
-            let text =
-                std::fs::read_to_string(path).with_context(|| format!("reading scenario file `{}`", path.display()))?;
+            let text = read_bounded(path, "scenario file")?;
             let spec = ScenarioSpec::from_toml_str(&path.display().to_string(), &text)?;
             (
                 spec,
@@ -500,4 +498,26 @@ fn fit_perf(dir: &Path) -> Result<()> {
     }
     println!("built-in default α = {DEFAULT_PERF_ALPHA} (the combined fit, rounded); sites set it as gpu.perf_alpha");
     Ok(())
+}
+
+/// Largest site or scenario file the command line reads, bytes (a site file is a few kB).
+const MAX_CONFIG_BYTES: u64 = 16 << 20;
+
+/// Read a text file of at most [`MAX_CONFIG_BYTES`] (a device such as `/dev/zero` is refused
+/// instead of filling memory).
+fn read_bounded(path: &std::path::Path, what: &str) -> anyhow::Result<String> {
+    use std::io::Read;
+    let f = std::fs::File::open(path).with_context(|| format!("reading {what} `{}`", path.display()))?;
+    let mut bytes = Vec::new();
+    f.take(MAX_CONFIG_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .with_context(|| format!("reading {what} `{}`", path.display()))?;
+    if bytes.len() as u64 > MAX_CONFIG_BYTES {
+        anyhow::bail!(
+            "{what} `{}` is larger than {} MiB: not a {what}",
+            path.display(),
+            MAX_CONFIG_BYTES >> 20
+        );
+    }
+    String::from_utf8(bytes).with_context(|| format!("{what} `{}` is not UTF-8 text", path.display()))
 }

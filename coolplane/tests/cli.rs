@@ -113,6 +113,17 @@ fn bad_input_gets_a_clear_error_and_exit_code() {
     let out = coolplane(&["site", "check", "hall-10k"]);
     assert!(out.status.success());
     assert!(String::from_utf8_lossy(&out.stdout).contains("10368 GPUs"));
+
+    // A device that never ends is refused after a bounded read, not read until memory runs out.
+    if std::path::Path::new("/dev/zero").exists() {
+        let out = coolplane(&["site", "check", "/dev/zero"]);
+        assert_eq!(out.status.code(), Some(2));
+        let e = String::from_utf8_lossy(&out.stderr);
+        assert!(e.contains("/dev/zero") && e.contains("larger than"), "{e}");
+    }
+    let out = coolplane(&["site", "check", "supernode-2pic"]);
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("10240 GPUs"));
 }
 
 #[test]

@@ -11,6 +11,9 @@ use thiserror::Error;
 /// Names of the reference sites built into the binary.
 pub const BUILTIN_SITES: [&str; 4] = ["hall-10k", "supernode-640", "campus-100k", "supernode-2pic"];
 
+/// Most accelerators a site may hold (ten `campus-100k` campuses).
+pub const MAX_SITE_GPUS: u64 = 1_000_000;
+
 /// A site description could not be read or is not physically valid.
 #[derive(Debug, Error, Clone, PartialEq)]
 pub enum SiteError {
@@ -632,6 +635,24 @@ impl Site {
             "[]".into(),
             "a site needs at least one hall",
         );
+        // Size: the plant keeps state per accelerator; a site beyond this is a typo, not a plan.
+        let total: f64 = self
+            .halls
+            .iter()
+            .map(|h| {
+                f64::from(h.count)
+                    * f64::from(h.cdu.count)
+                    * f64::from(h.cdu.racks_per_cdu)
+                    * f64::from(h.rack.nodes_per_rack)
+                    * f64::from(h.rack.gpus_per_node)
+            })
+            .sum();
+        c.rule(
+            total <= MAX_SITE_GPUS as f64,
+            "halls",
+            format!("{total:.0} GPUs"),
+            &format!("a site may hold at most {MAX_SITE_GPUS} accelerators (count × cdu.count × racks_per_cdu × nodes_per_rack × gpus_per_node)"),
+        );
         for (h, hall) in self.halls.iter().enumerate() {
             let f = |name: &str| format!("halls[{h}].{name}");
             c.range(&f("count"), hall.count as f64, 1.0, 64.0, "identical halls");
@@ -1125,6 +1146,22 @@ mod tests {
         assert!(e.contains("tdp_watts"), "{e}");
         let e = Site::from_toml_str("y.toml", "[site\nname=1").unwrap_err().to_string();
         assert!(e.contains("y.toml") && e.contains("line"), "{e}");
+    }
+
+    #[test]
+    fn absurd_sizes_are_refused_naming_the_field() {
+        let text = builtin_site_toml("hall-10k")
+            .unwrap()
+            .replace("count = 12\nracks_per_cdu = 12", "count = 1000\nracks_per_cdu = 200")
+            .replace(
+                "nodes_per_rack = 18\ngpus_per_node = 4",
+                "nodes_per_rack = 256\ngpus_per_node = 1024",
+            );
+        let e = Site::from_toml_str("x.toml", &text).unwrap_err().to_string();
+        assert!(
+            e.contains("`halls`") && e.contains("GPUs") && e.contains("1000000"),
+            "{e}"
+        );
     }
 
     #[test]

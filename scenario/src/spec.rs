@@ -361,11 +361,31 @@ fn resolve_path(base: &Path, p: &str) -> PathBuf {
     }
 }
 
+/// Largest input file the harness reads (site, scenario, weather, traces), bytes. The shipped
+/// data are a few MB; the bound stops a device file (`/dev/zero`) from filling memory.
+pub const MAX_INPUT_BYTES: u64 = 256 << 20;
+
 fn read_text(what: &str, path: &Path) -> Result<String, ScenarioError> {
-    std::fs::read_to_string(path).map_err(|e| ScenarioError::Io {
+    use std::io::Read;
+    let io = |e: std::io::Error| ScenarioError::Io {
         what: what.into(),
         path: path.display().to_string(),
         message: e.to_string(),
+    };
+    let f = std::fs::File::open(path).map_err(io)?;
+    let mut bytes = Vec::new();
+    f.take(MAX_INPUT_BYTES + 1).read_to_end(&mut bytes).map_err(io)?;
+    if bytes.len() as u64 > MAX_INPUT_BYTES {
+        return Err(ScenarioError::Content {
+            what: what.into(),
+            path: path.display().to_string(),
+            message: format!("larger than {} MiB: not a {what}", MAX_INPUT_BYTES >> 20),
+        });
+    }
+    String::from_utf8(bytes).map_err(|e| ScenarioError::Content {
+        what: what.into(),
+        path: path.display().to_string(),
+        message: format!("not UTF-8 text: {e}"),
     })
 }
 
@@ -389,7 +409,17 @@ pub fn read_duty_cycle(path: &Path) -> Result<String, ScenarioError> {
                 .unwrap_or(false);
             if is_csv {
                 let mut s = String::new();
-                entry.read_to_string(&mut s).map_err(io)?;
+                (&mut entry)
+                    .take(MAX_INPUT_BYTES + 1)
+                    .read_to_string(&mut s)
+                    .map_err(io)?;
+                if s.len() as u64 > MAX_INPUT_BYTES {
+                    return Err(ScenarioError::Content {
+                        what: what.into(),
+                        path: path.display().to_string(),
+                        message: format!("its CSV is larger than {} MiB", MAX_INPUT_BYTES >> 20),
+                    });
+                }
                 return Ok(s);
             }
         }

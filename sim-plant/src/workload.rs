@@ -1276,6 +1276,9 @@ struct Pod {
     latency_sensitive: bool,
 }
 
+/// Latest time a pod-list row may carry, s from the trace start (≈ 32 years).
+const MAX_TRACE_TIME_S: f64 = 1e9;
+
 fn parse_alibaba(csv: &str) -> Result<Vec<Pod>, WorkloadError> {
     let mut lines = numbered_lines(csv);
     let (hl, header) = lines
@@ -1323,6 +1326,23 @@ fn parse_alibaba(csv: &str) -> Result<Vec<Pod>, WorkloadError> {
         let scheduled = opt_num(&f, idx[6], ln, "scheduled_time")?;
         if creation < 0.0 {
             return Err(perr(ln, "creation_time", format!("{creation} is negative")));
+        }
+        // Times are seconds from the trace start (the published list spans ~150 days): a time
+        // beyond ~32 years is a corrupt row, not a long-running pod.
+        for (name, v) in [
+            ("creation_time", Some(creation)),
+            ("deletion_time", deletion),
+            ("scheduled_time", scheduled),
+        ] {
+            if let Some(v) = v {
+                if !(v.is_finite() && v <= MAX_TRACE_TIME_S) {
+                    return Err(perr(
+                        ln,
+                        name,
+                        format!("{v} is not a time within 0..={MAX_TRACE_TIME_S:e} s of the trace start"),
+                    ));
+                }
+            }
         }
         if let Some(s) = scheduled {
             if s < creation {
@@ -2464,6 +2484,18 @@ mod tests {
                 "p8,1000,1000,8,1000,,LS,Running,7200",
                 43,
                 "deletion_time",
+            ),
+            (
+                "p8,1000,1000,8,1000,,LS,Running,7200,100000,7300",
+                "p8,1000,1000,8,1000,,LS,Running,7200,1e300,7300",
+                43,
+                "deletion_time",
+            ),
+            (
+                "p8,1000,1000,8,1000,,LS,Running,7200,100000,7300",
+                "p8,1000,1000,8,1000,,LS,Running,7200,100000,inf",
+                43,
+                "scheduled_time",
             ),
         ];
         for (from, to, line, col) in cases {

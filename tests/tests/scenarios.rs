@@ -310,6 +310,19 @@ fn bad_fault_parameters_are_rejected_with_the_field_named() {
 }
 
 #[test]
+fn unbounded_input_files_are_refused_after_a_bounded_read() {
+    if !Path::new("/dev/zero").exists() {
+        return;
+    }
+    let head = "[scenario]\nname = \"x\"\nsite = \"/dev/zero\"\n";
+    let e = parse_err(head);
+    assert!(e.contains("/dev/zero") && e.contains("larger than"), "{e}");
+    let head = "[scenario]\nname = \"x\"\nsite = \"hall-10k\"\n[weather]\nsource = \"/dev/zero\"\n";
+    let e = parse_err(head);
+    assert!(e.contains("/dev/zero") && e.contains("larger than"), "{e}");
+}
+
+#[test]
 fn series_show_the_weather_the_plant_saw_with_the_heat_wave() {
     let base = spec(0.25, 0.0);
     let mut hot = base.clone();
