@@ -145,6 +145,18 @@ const LINES: &[Line] = &[
         decimals: 0,
     },
     Line {
+        label: "fluid lost (2-phase tanks)",
+        unit: "kg",
+        get: |r| r.kpis.fluid_loss_kg,
+        decimals: 2,
+    },
+    Line {
+        label: "max tank pressure (gauge)",
+        unit: "kPa",
+        get: |r| r.kpis.tank_pressure_max_gauge_kpa,
+        decimals: 1,
+    },
+    Line {
         label: "energy balance error",
         unit: "%",
         get: |r| r.kpis.energy_balance_error_pct,
