@@ -210,7 +210,7 @@ pub fn table(r: &RunReport) -> String {
     let c = &r.checks;
     let _ = writeln!(
         s,
-        "self-checks: energy balance ≤ 0.5 % {} · PUE ≥ 1 {} · IT meter = Σ racks {}",
+        "self-checks: energy ledger (independent paths) ≤ 0.01 % {} · PUE ≥ 1 {} · IT meter = rack path (GPU telemetry) ≤ 0.01 % {}",
         ok(c.energy_balance_ok),
         ok(c.pue_at_least_one),
         ok(c.it_meter_equals_racks)

@@ -43,10 +43,23 @@ pub struct StepFlows {
     pub heat_reused_w: f64,
     /// Water consumed, L/s.
     pub water_l_per_s: f64,
-    /// Heat into the liquid loops this step (IT heat, pump and fan heat), J.
+    /// Heat into the liquid loops this step, J: IT energy at the meter (every watt a rack draws ends
+    /// as heat in the liquid or in room air picked up by the air handlers) plus the electrical power
+    /// of the CDU pumps, facility pumps and air-handler fans.
     pub heat_in_j: f64,
-    /// Heat out of the liquid loops this step (rejected, chilled, reused), J.
+    /// Heat out of the liquid loops this step, J, each term from its own device: the air side of
+    /// every rejection device (ε-NTU with its own temperatures and flows), chiller evaporators
+    /// (compressor power × COP) and heat-pump evaporators (heat-pump power × (COP − 1)).
     pub heat_out_j: f64,
+    /// Residual of the CDU loops this step, J: cold-plate heat + pump heat − HX heat (ε-NTU from
+    /// each HX's own temperatures and flows) − change of the CDU loops' stored heat.
+    pub cdu_residual_j: f64,
+    /// Residual of the facility loops this step, J: HX heat + air-side heat + pump and air-handler
+    /// heat − rejected, chilled and reused heat − change of the facility loops' stored heat.
+    pub facility_residual_j: f64,
+    /// IT power by the rack path, W: Σ over racks of the GPUs' own power telemetry plus node and
+    /// switch power, summed apart from the utility-meter path ([`StepFlows::it_w`]).
+    pub it_rack_path_w: f64,
     /// GPUs at or above slowdown (hardware slowdown in force) this step.
     pub throttled_gpus: u64,
     /// GPUs within 5 K of slowdown this step.
@@ -75,6 +88,9 @@ pub struct KpiAccumulator {
     water_l: f64,
     heat_in_j: f64,
     heat_out_j: f64,
+    cdu_residual_j: f64,
+    facility_residual_j: f64,
+    it_rack_path_j: f64,
     stored_start_j: f64,
     throttle_gpu_s: f64,
     near_throttle_gpu_s: f64,
@@ -135,6 +151,9 @@ impl KpiAccumulator {
         self.water_l += f.water_l_per_s * dt;
         self.heat_in_j += f.heat_in_j;
         self.heat_out_j += f.heat_out_j;
+        self.cdu_residual_j += f.cdu_residual_j;
+        self.facility_residual_j += f.facility_residual_j;
+        self.it_rack_path_j += f.it_rack_path_w * dt;
         self.throttle_gpu_s += f.throttled_gpus as f64 * dt;
         self.near_throttle_gpu_s += f.near_throttle_gpus as f64 * dt;
         self.work_done += f.work_done_gpu_s;
@@ -224,7 +243,23 @@ impl KpiAccumulator {
             heat_reused_kwh: self.heat_reused_j / J_PER_KWH,
             ere: ratio(self.facility_j - self.heat_reused_j, self.it_j),
             energy_balance_error_pct: if self.heat_in_j > 0.0 {
-                100.0 * imbalance.abs() / self.heat_in_j
+                100.0
+                    * imbalance
+                        .abs()
+                        .max(self.cdu_residual_j.abs())
+                        .max(self.facility_residual_j.abs())
+                    / self.heat_in_j
+            } else {
+                0.0
+            },
+            ledger_heat_in_kwh: self.heat_in_j / J_PER_KWH,
+            ledger_heat_out_kwh: self.heat_out_j / J_PER_KWH,
+            ledger_stored_kwh: stored / J_PER_KWH,
+            ledger_cdu_residual_kwh: self.cdu_residual_j / J_PER_KWH,
+            ledger_facility_residual_kwh: self.facility_residual_j / J_PER_KWH,
+            it_rack_path_kwh: self.it_rack_path_j / J_PER_KWH,
+            it_meter_error_pct: if self.it_j > 0.0 {
+                100.0 * (self.it_j - self.it_rack_path_j).abs() / self.it_j
             } else {
                 0.0
             },
@@ -308,8 +343,31 @@ pub struct Kpis {
     pub heat_reused_kwh: f64,
     /// Energy reuse effectiveness.
     pub ere: f64,
-    /// |heat in − heat out − stored| / heat in over the window, %.
+    /// Energy-ledger error over the window, %: the largest of |heat in − heat out − stored|, the
+    /// CDU-loop residual and the facility-loop residual, over heat in. Every term comes from its
+    /// own path (see [`StepFlows`]), so a lost or double-counted watt shows here.
     pub energy_balance_error_pct: f64,
+    /// Ledger: heat into the liquid loops (IT meter + pump and air-handler power), kWh.
+    #[serde(default)]
+    pub ledger_heat_in_kwh: f64,
+    /// Ledger: heat out (rejection devices' air side, chiller and heat-pump evaporators), kWh.
+    #[serde(default)]
+    pub ledger_heat_out_kwh: f64,
+    /// Ledger: change of heat stored in all loops (from loop temperatures), kWh.
+    #[serde(default)]
+    pub ledger_stored_kwh: f64,
+    /// Ledger: residual of the CDU loops, kWh.
+    #[serde(default)]
+    pub ledger_cdu_residual_kwh: f64,
+    /// Ledger: residual of the facility loops, kWh.
+    #[serde(default)]
+    pub ledger_facility_residual_kwh: f64,
+    /// IT energy by the rack path (GPU telemetry + node and switch power per rack), kWh.
+    #[serde(default)]
+    pub it_rack_path_kwh: f64,
+    /// |IT meter − rack path| / IT meter over the window, %.
+    #[serde(default)]
+    pub it_meter_error_pct: f64,
     /// Max |CDU supply − setpoint| outside settling windows, K.
     pub supply_temp_max_dev_k: f64,
     /// Setpoint writes received by the devices.

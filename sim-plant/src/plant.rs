@@ -161,6 +161,23 @@ struct HallState {
     meas_lag: f64,
 }
 
+/// A deliberate error put into the plant's physics or metering, so that tests can show the
+/// energy ledger and the IT-meter check fail when a watt is lost or counted twice. Never used
+/// outside tests; [`Plant::inject_error`] sets it.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum InjectedError {
+    /// The plant is as built.
+    #[default]
+    None,
+    /// The CDU loops forget the heat of their own pumps.
+    DropCduPumpHeat,
+    /// The facility water receives the racks' air-side heat twice.
+    DoubleAirHeat,
+    /// The utility meter's IT path leaves out the first rack.
+    MeterDropsRack,
+}
+
 /// Electrical and cooling power of the last step, W (true values, for tests and validation).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct PowerBreakdown {
@@ -229,6 +246,10 @@ pub struct Plant {
     scoring: bool,
     kpi: KpiAccumulator,
     last_dt_s: f64,
+    injected: InjectedError,
+    it_rack_path_w: f64,
+    scratch_cdu: Vec<[f64; 2]>,
+    scratch_hall: Vec<[f64; 10]>,
 }
 
 impl Plant {
@@ -378,6 +399,10 @@ impl Plant {
             kpi: KpiAccumulator::default(),
             t_s: 0.0,
             last_dt_s: 1.0,
+            injected: InjectedError::None,
+            it_rack_path_w: 0.0,
+            scratch_cdu: Vec::new(),
+            scratch_hall: Vec::new(),
             rng,
             topo,
         };
@@ -410,6 +435,12 @@ impl Plant {
         for h in &mut self.halls {
             h.last_heartbeat_s = t_s;
         }
+    }
+
+    /// Put a deliberate error into the physics or the metering (tests of the self-checks only).
+    #[doc(hidden)]
+    pub fn inject_error(&mut self, e: InjectedError) {
+        self.injected = e;
     }
 
     /// Add a fault to the schedule.
@@ -557,6 +588,12 @@ impl Plant {
 
     /// Thermal energy stored in all liquid loops relative to 0 °C, J.
     pub fn stored_heat_j(&self) -> f64 {
+        let (c, h) = self.stored_heat_split_j();
+        c + h
+    }
+
+    /// Thermal energy stored in the CDU loops and in the facility loops, J (from loop temperatures).
+    fn stored_heat_split_j(&self) -> (f64, f64) {
         let c: f64 = self
             .cdus
             .iter()
@@ -569,7 +606,7 @@ impl Plant {
             .enumerate()
             .map(|(i, h)| self.rej_params[self.topo.halls[i].spec].c_facility_j_k * h.t_sup)
             .sum();
-        c + h
+        (c, h)
     }
 
     // ---- stepping -----------------------------------------------------------------------
@@ -785,6 +822,7 @@ impl Plant {
     /// GPUs and racks. Returns (work done, work demanded, throttled, near) for the step.
     fn step_gpus(&mut self, dt: f64) -> (f64, f64, u64, u64) {
         let g = &self.site.gpu;
+        let (idle_w64, dyn_w64) = (g.idle_w, g.tdp_w - g.idle_w);
         let idle = g.idle_w as f32;
         let dyn_w = (g.tdp_w - g.idle_w) as f32;
         let beta = g.leakage_per_k as f32;
@@ -839,6 +877,7 @@ impl Plant {
         telemetry.util.copy_from_slice(&self.gpu_util);
         let (mut work, mut demand, mut thr_n, mut near_n) = (0.0f64, 0.0f64, 0u64, 0u64);
         let mut max_all = f32::MIN;
+        let mut rack_path_w = 0.0f64;
         let mut died = Vec::new();
         for (r, rack) in self.topo.racks.iter().enumerate() {
             let spec_idx = self.topo.halls[rack.hall].spec;
@@ -885,9 +924,15 @@ impl Plant {
                     s
                 }
             };
-            rstate.power_w = sums.power_w as f64 * (1.0 + rs.node_overhead_frac)
+            // Node overhead (CPUs, memory, NICs, fans) follows the jobs' activity, not the GPU die
+            // temperature: a fraction of the GPUs' leakage-free demand (idle + u·dynamic).
+            let node_w = rs.node_overhead_frac * (n as f64 * idle_w64 + sums.demand as f64 * dyn_w64)
                 + rs.nodes_per_rack as f64 * rs.node_base_w
                 + rs.switch_w;
+            rstate.power_w = sums.power_w as f64 + node_w;
+            // The rack path of the IT-meter check: the GPUs' own power telemetry (whole watts).
+            let tel: f64 = g.out_power.iter().map(|&p| p as f64).sum();
+            rack_path_w += tel + node_w;
             rstate.gpu_max_true_c = sums.t_max;
             rstate.gpu_max_reported_c = sums.reported_max;
             work += sums.work as f64 * dt;
@@ -897,6 +942,7 @@ impl Plant {
             max_all = max_all.max(sums.t_max);
         }
         telemetry.power_limit_w.copy_from_slice(&self.gpu_cap);
+        self.it_rack_path_w = rack_path_w;
         for &gpu in &self.newly_dead {
             self.restarts.push((gpu, t_end + GPU_RESTART_S));
         }
@@ -929,9 +975,17 @@ impl Plant {
             self.cdus[rack.cdu].q_liq_w += f_liq * pw + pickup;
             self.halls[rack.hall].air_heat_w += (1.0 - f_liq) * pw - pickup;
         }
-        let mut cdu_e_hx = vec![0.0f64; self.cdus.len()];
-        let mut cdu_e_pump = vec![0.0f64; self.cdus.len()];
-        let mut hall_acc = vec![[0.0f64; 8]; self.halls.len()];
+        // Per-CDU [HX heat, pump heat] and per-hall accumulators, J (reused buffers: no allocation
+        // per step once sized).
+        let mut cdu_acc = std::mem::take(&mut self.scratch_cdu);
+        cdu_acc.clear();
+        cdu_acc.resize(self.cdus.len(), [0.0; 2]);
+        let mut hall_acc = std::mem::take(&mut self.scratch_hall);
+        hall_acc.clear();
+        hall_acc.resize(self.halls.len(), [0.0; 10]);
+        let (stored_cdu_0, stored_fac_0) = self.stored_heat_split_j();
+        let plates_j: f64 = self.cdus.iter().map(|c| c.q_liq_w).sum::<f64>() * dt;
+        let injected = self.injected;
         for _ in 0..n_sub {
             for (hi, hall) in self.topo.halls.iter().enumerate() {
                 let spec_idx = hall.spec;
@@ -975,20 +1029,29 @@ impl Plant {
                     let c_h = m_h * PG25_CP_J_KG_K;
                     let a = counterflow_conductance(ua, c_h, m_c * WATER_CP_J_KG_K);
                     // Loop: C·dT/dt = Q_in − a·(T + Q_in/C_h − T_fac), stepped exactly.
-                    let q_in = c.q_liq_w + pump_w;
-                    let t_old = c.t_sup;
-                    let t_new = if a > 1e-9 {
-                        let t_ss = t_fac + q_in * (1.0 - a / c_h) / a;
-                        lag(t_old, t_ss, h, p.c_loop_j_k / a)
+                    let pump_heat_w = if injected == InjectedError::DropCduPumpHeat {
+                        0.0
                     } else {
-                        t_old + q_in * h / p.c_loop_j_k
+                        pump_w
+                    };
+                    let q_in = c.q_liq_w + pump_heat_w;
+                    let t_old = c.t_sup;
+                    // The HX heat comes from its own inlet temperatures and flows (ε-NTU:
+                    // a·(T_return − T_facility)), integrated exactly over the sub-step with the mean
+                    // of the lagging loop temperature; it is not "heat in minus storage".
+                    let (t_new, e_hx) = if a > 1e-9 {
+                        let t_ss = t_fac + q_in * (1.0 - a / c_h) / a;
+                        let tau = p.c_loop_j_k / a;
+                        let t_mean = t_ss + (t_old - t_ss) * lag_mean_factor(h / tau);
+                        (lag(t_old, t_ss, h, tau), a * (t_mean + q_in / c_h - t_fac) * h)
+                    } else {
+                        (t_old + q_in * h / p.c_loop_j_k, 0.0)
                     };
                     c.t_sup = t_new;
                     c.t_ret = t_new + q_in / c_h;
                     c.fac_in_c = t_fac;
-                    let e_hx = q_in * h - p.c_loop_j_k * (t_new - t_old);
-                    cdu_e_hx[ci] += e_hx;
-                    cdu_e_pump[ci] += pump_w * h;
+                    cdu_acc[ci][0] += e_hx;
+                    cdu_acc[ci][1] += pump_w * h;
                     q_to_fac += e_hx / h;
                     fac_flow += m_c;
                 }
@@ -999,9 +1062,14 @@ impl Plant {
                 let c_w = m_f * WATER_CP_J_KG_K;
                 let fac_pump_w = rp.pump_design_w * (m_f / rp.m_facility_design_kg_s).powi(3);
                 let ahu_w = spec.air.fan_kw_per_kw * hs.air_heat_w;
-                let q_in_f = q_to_fac + hs.air_heat_w + ahu_w + fac_pump_w;
+                let air_w = if injected == InjectedError::DoubleAirHeat {
+                    2.0 * hs.air_heat_w
+                } else {
+                    hs.air_heat_w
+                };
+                let q_in_f = q_to_fac + air_w + ahu_w + fac_pump_w;
                 // Heat reuse: the heat pump takes what district heating asks for from the return water.
-                let (q_reuse, hp_w) = match &fw.heat_reuse {
+                let (q_reuse, hp_w, hp_cop) = match &fw.heat_reuse {
                     Some(hr) => {
                         let demand = hr.capacity_kw
                             * 1000.0
@@ -1014,9 +1082,9 @@ impl Plant {
                         let t_src = hs.t_sup + q_in_f / c_w + KELVIN;
                         let t_hot = hr.delivery_c + KELVIN;
                         let cop = (hr.carnot_efficiency * t_hot / (t_hot - t_src).max(1.0)).clamp(1.5, 8.0);
-                        (q, q / (cop - 1.0))
+                        (q, q / (cop - 1.0), cop)
                     }
-                    None => (0.0, 0.0),
+                    None => (0.0, 0.0, 1.0),
                 };
                 // Primary heat rejection.
                 let fan_eff = hs.fan * hs.fan_avail;
@@ -1038,7 +1106,7 @@ impl Plant {
                     (Some(ch), true) => (c_w * (t_after_free - hs.sp)).clamp(0.0, ch.capacity_kw * 1000.0),
                     _ => 0.0,
                 };
-                let chiller_w = match &fw.chiller {
+                let (chiller_w, chiller_cop) = match &fw.chiller {
                     Some(ch) if q_ch > 0.0 => {
                         let t_evap = hs.sp - 3.0 + KELVIN;
                         let t_cond = if ch.condenser == "water-cooled" {
@@ -1051,22 +1119,25 @@ impl Plant {
                         } else {
                             ch.cop_max
                         };
-                        q_ch / cop.max(1.0)
+                        (q_ch / cop.max(1.0), cop.max(1.0))
                     }
-                    _ => 0.0,
+                    _ => (0.0, 1.0),
                 };
                 let c_f = rp.c_facility_j_k;
                 let t_old = hs.t_sup;
-                let t_new = if a > 1e-9 {
+                // Rejected heat from the device's own inlet temperatures and capacity rates
+                // (ε-NTU: a·(T_water,in − T_air,in)), integrated exactly over the sub-step.
+                let (t_new, e_rej) = if a > 1e-9 {
                     let t_ss = t_air - net_in / c_w + (net_in - q_ch) / a;
-                    lag(t_old, t_ss, h, c_f / a)
+                    let tau = c_f / a;
+                    let t_mean = t_ss + (t_old - t_ss) * lag_mean_factor(h / tau);
+                    (lag(t_old, t_ss, h, tau), a * (t_mean + net_in / c_w - t_air) * h)
                 } else {
-                    t_old + (net_in - q_ch) * h / c_f
+                    (t_old + (net_in - q_ch) * h / c_f, 0.0)
                 };
                 hs.t_sup = t_new;
                 hs.t_ret = t_new + q_in_f / c_w;
                 hs.flow_kg_s = m_f;
-                let e_rej = (net_in - q_ch) * h - c_f * (t_new - t_old);
                 // Water: adiabatic pads or tower evaporation and blowdown.
                 let water_l_s = if wet {
                     let evap = (e_rej / h).max(0.0) / WATER_H_FG_J_KG;
@@ -1128,8 +1199,11 @@ impl Plant {
                     hs.relax_timer_s = 0.0;
                 }
                 let acc = &mut hall_acc[hi];
-                acc[0] += e_rej + q_ch * h + q_reuse * h; // heat out of the water
-                acc[1] += (hs.air_heat_w + ahu_w + fac_pump_w) * h; // heat into the water besides CDUs
+                // Heat out of the water, each from its own device: the rejection device's ε-NTU
+                // heat, the chiller's evaporator (compressor power × COP), the heat pump's
+                // evaporator (power × (COP − 1)).
+                acc[0] += e_rej + chiller_w * chiller_cop * h + hp_w * (hp_cop - 1.0) * h;
+                acc[1] += q_to_fac * h; // heat from the CDU HXs
                 acc[2] += fac_pump_w * h;
                 acc[3] += fans_w * h;
                 acc[4] += chiller_w * h;
@@ -1145,15 +1219,20 @@ impl Plant {
                 hs.water_l_s = water_l_s;
             }
         }
-        let mut heat_in = 0.0;
+        let (stored_cdu_1, stored_fac_1) = self.stored_heat_split_j();
+        let (mut hx_j, mut pumps_j) = (0.0, 0.0);
         for (ci, c) in self.cdus.iter_mut().enumerate() {
-            c.q_hx_w = cdu_e_hx[ci] / dt;
-            c.pump_w = cdu_e_pump[ci] / dt;
-            heat_in += c.q_liq_w * dt + cdu_e_pump[ci];
+            c.q_hx_w = cdu_acc[ci][0] / dt;
+            c.pump_w = cdu_acc[ci][1] / dt;
+            hx_j += cdu_acc[ci][0];
+            pumps_j += cdu_acc[ci][1];
             flows.cdu_pumps_w += c.pump_w;
         }
+        // CDU loops: cold plates + pumps − HXs − stored.
+        flows.cdu_residual_j = plates_j + pumps_j - hx_j - (stored_cdu_1 - stored_cdu_0);
+        let mut hx_into_fac_j = 0.0;
         for (hi, acc) in hall_acc.iter().enumerate() {
-            heat_in += acc[1];
+            hx_into_fac_j += acc[1];
             flows.heat_out_j += acc[0];
             flows.facility_pumps_w += acc[2] / dt;
             flows.rejection_fans_w += acc[3] / dt;
@@ -1163,13 +1242,19 @@ impl Plant {
             flows.water_l_per_s += acc[7] / dt;
             flows.heat_reused_w += self.halls[hi].reused_w;
         }
-        flows.heat_in_j = heat_in;
+        // The facility-loop residual is completed in `electrical` with the IT meter (air-side heat
+        // = IT energy − cold-plate heat): here HX heat − out − stored.
+        flows.facility_residual_j = hx_into_fac_j - plates_j - flows.heat_out_j - (stored_fac_1 - stored_fac_0);
+        flows.heat_in_j = pumps_j;
+        self.scratch_cdu = cdu_acc;
+        self.scratch_hall = hall_acc;
         flows
     }
 
     fn electrical(&mut self, dt: f64, mut f: StepFlows, work: (f64, f64, u64, u64)) -> StepFlows {
         let e = &self.site.electrical;
-        let it_w: f64 = self.racks.iter().map(|r| r.power_w).sum();
+        let skip = usize::from(self.injected == InjectedError::MeterDropsRack);
+        let it_w: f64 = self.racks.iter().skip(skip).map(|r| r.power_w).sum();
         let pdu_in = it_w / e.pdu_efficiency;
         let ups_eff = interp(&e.ups_efficiency_curve, pdu_in / (e.ups_rating_kw * 1000.0));
         let ups_in = pdu_in / ups_eff;
@@ -1182,6 +1267,14 @@ impl Plant {
         let facility = out + xfmr_loss;
         f.dt_s = dt;
         f.it_w = it_w;
+        f.it_rack_path_w = self.it_rack_path_w;
+        // Ledger: everything a rack draws ends as heat in the loops (cold plates or room air picked
+        // up by the air handlers), as does the power of pumps and air-handler fans. The facility
+        // loop receives IT heat − cold-plate heat through the air handlers.
+        let cdu_pumps_j = f.heat_in_j;
+        let fac_extra_j = (f.facility_pumps_w + f.air_handler_fans_w) * dt;
+        f.heat_in_j = it_w * dt + cdu_pumps_j + fac_extra_j;
+        f.facility_residual_j += it_w * dt + fac_extra_j;
         f.facility_w = facility;
         f.electrical_losses_w = (ups_in - it_w) + xfmr_loss;
         f.misc_w = misc;
@@ -1487,6 +1580,17 @@ impl Plant {
                 }
             }
         }
+    }
+}
+
+/// Mean of an exact first-order lag over a step relative to its start offset: the lag moves as
+/// `x_ss + (x0 − x_ss)·e^(−t/τ)`, whose mean over `[0, h]` is `x_ss + (x0 − x_ss)·(1 − e^(−r))/r`
+/// with `r = h/τ`.
+fn lag_mean_factor(r: f64) -> f64 {
+    if r < 1e-9 {
+        1.0 - 0.5 * r
+    } else {
+        -(-r).exp_m1() / r
     }
 }
 
