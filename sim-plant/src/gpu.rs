@@ -21,14 +21,18 @@ const LANES: usize = 8;
 /// Constants of the GPU model for one step.
 #[derive(Debug, Clone, Copy)]
 pub struct GpuConsts {
-    /// Static power at 60 °C, W.
-    pub idle_w: f32,
+    /// Temperature-independent part of the idle power, W.
+    pub static_fixed_w: f32,
+    /// Die leakage at 60 °C, W.
+    pub leak60_w: f32,
+    /// Exponential leakage coefficient κ, 1/K.
+    pub kappa: f32,
     /// TDP − idle, W.
     pub dyn_w: f32,
-    /// Leakage growth per K above 60 °C.
-    pub beta: f32,
-    /// Performance exponent under a cap.
+    /// Performance exponent under a cap (when `knee` is `None`).
     pub alpha: f32,
+    /// Knee curve `[shallow slope, knee power ratio, deep slope]` of performance under a cap.
+    pub knee: Option<[f32; 3]>,
     /// Slowdown temperature, °C.
     pub slow_c: f32,
     /// Slowdown release temperature (slowdown − hysteresis), °C.
@@ -49,7 +53,34 @@ pub struct GpuConsts {
 /// above it a third-order Taylor series around 1 is used (absolute error < 5e-5 for 0.3 ≤ α ≤ 2).
 pub const DEEP_CAP_RATIO: f32 = 0.85;
 
+/// `e^x` for |x| ≤ 4 without a libm call (so the lanes vectorise): `(Taylor₅(x/8))^8`, relative
+/// error < 2e-4 at |x| = 4 and < 1e-7 for |x| ≤ 0.5 (the leakage range).
+#[inline(always)]
+pub fn fast_exp(x: f32) -> f32 {
+    let y = x.clamp(-4.0, 4.0) * 0.125;
+    let p = 1.0 + y * (1.0 + y * (0.5 + y * (1.0 / 6.0 + y * (1.0 / 24.0 + y * (1.0 / 120.0)))));
+    let p2 = p * p;
+    let p4 = p2 * p2;
+    p4 * p4
+}
+
 impl GpuConsts {
+    /// Static power (leakage grows exponentially with die temperature), W.
+    #[inline(always)]
+    pub fn static_w(&self, t: f32) -> f32 {
+        self.static_fixed_w + self.leak60_w * fast_exp(self.kappa * (t - 60.0))
+    }
+
+    /// Relative performance at power ratio `x ≤ 1` on the knee curve.
+    #[inline(always)]
+    fn perf_knee(k: [f32; 3], x: f32) -> f32 {
+        let [s1, knee, s2] = k;
+        let shallow = 1.0 - s1 * (1.0 - x);
+        let deep = 1.0 - s1 * (1.0 - knee) - s2 * (knee - x);
+        let p = if x >= knee { shallow } else { deep };
+        p.max(0.0)
+    }
+
     /// Relative performance `x^α` of a GPU drawing `x` of its demanded power.
     #[inline(always)]
     fn perf_taylor(&self, x: f32) -> f32 {
@@ -142,14 +173,17 @@ struct One {
 #[allow(clippy::too_many_arguments)]
 fn one_fast(c: &GpuConsts, t_in: f32, r_flow: f32, u: f32, t: f32, rc: f32, cap: f32, f: u8) -> One {
     let alive = f & DEAD == 0;
-    let p_static = c.idle_w * (1.0 + c.beta * (t - 60.0)).max(0.2);
+    let p_static = c.static_w(t);
     let p_dem = if alive { p_static + u * c.dyn_w } else { 0.0 };
     let capped = p_dem > cap;
     let p_cap = if capped { cap } else { p_dem };
     let throttled = f & THROTTLED != 0;
     let pw = if throttled { 0.6 * p_cap } else { p_cap };
     let x = if capped { p_cap / p_dem } else { 1.0 };
-    let perf_cap = c.perf_taylor(x);
+    let perf_cap = match c.knee {
+        Some(k) => GpuConsts::perf_knee(k, x),
+        None => c.perf_taylor(x),
+    };
     let perf = if throttled { 0.5 * perf_cap } else { perf_cap };
     let t_ss = t_in + pw * (rc + r_flow);
     let t_new = t_ss + (t - t_ss) * c.k;
@@ -163,7 +197,7 @@ fn one_fast(c: &GpuConsts, t_in: f32, r_flow: f32, u: f32, t: f32, rc: f32, cap:
         now_thr,
         nf,
         alive,
-        deep: x < DEEP_CAP_RATIO,
+        deep: c.knee.is_none() & (x < DEEP_CAP_RATIO),
     }
 }
 
@@ -349,7 +383,7 @@ pub fn kernel_exact(c: &GpuConsts, g: &mut RackGpus<'_>, died: &mut Vec<u32>) ->
         if o.deep {
             // Deep cap: the exact power law.
             let p_cap = if throttled { o.pw / 0.6 } else { o.pw };
-            let p_dem = c.idle_w * (1.0 + c.beta * (t - 60.0)).max(0.2) + u * c.dyn_w;
+            let p_dem = c.static_w(t) + u * c.dyn_w;
             o.perf = (p_cap / p_dem).powf(c.alpha) * if throttled { 0.5 } else { 1.0 };
         }
         let p_cap = if throttled { o.pw / 0.6 } else { o.pw };
@@ -436,10 +470,12 @@ mod tests {
 
     fn consts() -> GpuConsts {
         GpuConsts {
-            idle_w: 150.0,
+            static_fixed_w: 0.0,
+            leak60_w: 150.0,
+            kappa: 0.007,
             dyn_w: 850.0,
-            beta: 0.007,
             alpha: 0.82,
+            knee: None,
             slow_c: 89.0,
             release_c: 86.0,
             near_c: 84.0,

@@ -247,6 +247,7 @@ pub struct Plant {
     kpi: KpiAccumulator,
     last_dt_s: f64,
     injected: InjectedError,
+    leakage_scale: f64,
     it_rack_path_w: f64,
     scratch_cdu: Vec<[f64; 2]>,
     scratch_hall: Vec<[f64; 10]>,
@@ -400,6 +401,7 @@ impl Plant {
             t_s: 0.0,
             last_dt_s: 1.0,
             injected: InjectedError::None,
+            leakage_scale: 1.0,
             it_rack_path_w: 0.0,
             scratch_cdu: Vec::new(),
             scratch_hall: Vec::new(),
@@ -441,6 +443,14 @@ impl Plant {
     #[doc(hidden)]
     pub fn inject_error(&mut self, e: InjectedError) {
         self.injected = e;
+    }
+
+    /// Scale the GPUs' leakage temperature coefficient κ (sensitivity studies; 1 = the site's
+    /// value). Non-finite or negative scales are ignored.
+    pub fn set_leakage_scale(&mut self, scale: f64) {
+        if scale.is_finite() && scale >= 0.0 {
+            self.leakage_scale = scale;
+        }
     }
 
     /// Add a fault to the schedule.
@@ -823,10 +833,9 @@ impl Plant {
     fn step_gpus(&mut self, dt: f64) -> (f64, f64, u64, u64) {
         let g = &self.site.gpu;
         let (idle_w64, dyn_w64) = (g.idle_w, g.tdp_w - g.idle_w);
-        let idle = g.idle_w as f32;
         let dyn_w = (g.tdp_w - g.idle_w) as f32;
-        let beta = g.leakage_per_k as f32;
         let alpha = g.perf_alpha as f32;
+        let leak60 = g.leakage_at_60c_w();
         let slow = g.slowdown_c as f32;
         let release = (g.slowdown_c - g.slowdown_hysteresis_k) as f32;
         let near = (g.slowdown_c - 5.0) as f32;
@@ -856,10 +865,12 @@ impl Plant {
             }
         });
         let consts = GpuConsts {
-            idle_w: idle,
+            static_fixed_w: (g.idle_w - leak60) as f32,
+            leak60_w: leak60 as f32,
+            kappa: (g.leakage_kappa() * self.leakage_scale) as f32,
             dyn_w,
-            beta,
             alpha,
+            knee: g.perf_knee.map(|k| k.map(|v| v as f32)),
             slow_c: slow,
             release_c: release,
             near_c: near,

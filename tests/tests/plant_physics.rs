@@ -190,11 +190,16 @@ fn plate_r_flow(site: &Site, m_gpu_kg_s: f64) -> f64 {
 }
 
 /// Steady die temperature of a GPU at utilisation `u` behind total resistance `r` with coolant inlet
-/// `t_in`: solves `T = T_in + P(T)·R` with `P(T) = P_idle·(1 + β(T − 60)) + u·(P_tdp − P_idle)`.
+/// `t_in`: solves `T = T_in + P(T)·R` with `P(T) = min(P_static(T) + u·(P_tdp − P_idle), P_tdp)`
+/// (exponential leakage, the TDP as power limit) by fixed-point iteration (a contraction: R·dP/dT ≪ 1).
 fn steady_die_c(site: &Site, t_in: f64, r: f64, u: f64) -> f64 {
     let g = &site.gpu;
-    let p0 = g.idle_w * (1.0 - 60.0 * g.leakage_per_k) + u * (g.tdp_w - g.idle_w);
-    (t_in + r * p0) / (1.0 - r * g.idle_w * g.leakage_per_k)
+    let mut t = t_in;
+    for _ in 0..100 {
+        let p = (g.static_power_w(t) + u * (g.tdp_w - g.idle_w)).min(g.tdp_w);
+        t = t_in + r * p;
+    }
+    t
 }
 
 /// A reading is an int16 ×10 register value: a whole number of tenths.
@@ -650,6 +655,65 @@ fn adiabatic_then_chiller_when_free_cooling_cannot_reach_setpoint() {
 // ---------------------------------------------------------------------------------------------
 // 5. Energy balance and the electrical chain
 // ---------------------------------------------------------------------------------------------
+
+/// Leakage sits on the GPU silicon only and grows exponentially with die temperature: with warmer
+/// coolant an uncapped GPU draws more, by exactly the GPU's leakage (node overhead does not follow the
+/// die temperature); at the power limit (training at full utilisation) the GPU draws the TDP either way
+/// and the warmer die costs clock speed, i.e. work.
+#[test]
+fn leakage_on_gpu_silicon_costs_watts_uncapped_and_clock_speed_at_the_limit() {
+    let site = small_hall(1, 2, "");
+    let g = site.gpu.clone();
+    assert!(
+        g.leakage_exp_per_k.is_some() && g.perf_knee.is_some(),
+        "hall-10k uses the sourced models"
+    );
+    let settle = |u: f32, supply_c: f64| {
+        let mut plant = Plant::new(&site, 5).unwrap();
+        load_all(&mut plant, u);
+        let mut acts = heartbeats(&plant);
+        acts.cdus[0].supply_temp_setpoint_c = Some(supply_c);
+        acts.facilities[0].supply_temp_setpoint_c = Some((supply_c - 6.0).max(15.0));
+        run(&mut plant, 10.0, 4.0 * 3600.0, &weather_rh(5.0, 50.0), &acts);
+        plant.start_scoring();
+        run(&mut plant, 10.0, 600.0, &weather_rh(5.0, 50.0), &acts);
+        let temps: Vec<f64> = plant.true_gpu_temps_c().iter().map(|&t| f64::from(t)).collect();
+        (
+            plant.power().it_w,
+            plant.kpis(),
+            temps,
+            plant.measurements().gpus.power_w.clone(),
+        )
+    };
+    // Uncapped (u = 0.5): the IT difference is the GPUs' leakage difference, from the exponential law.
+    let (it_cold, _, t_cold, _) = settle(0.5, 25.0);
+    let (it_warm, _, t_warm, _) = settle(0.5, 45.0);
+    let leak: f64 = t_warm
+        .iter()
+        .zip(&t_cold)
+        .map(|(w, c)| g.static_power_w(*w) - g.static_power_w(*c))
+        .sum();
+    assert!(leak > 0.0);
+    assert!(
+        ((it_warm - it_cold) - leak).abs() <= 0.01 * leak,
+        "IT difference {} W vs GPU leakage difference {leak} W",
+        it_warm - it_cold
+    );
+    // At the power limit: every GPU draws the TDP, the warmer dies do less work.
+    let (_, k_cold, _, p_cold) = settle(1.0, 25.0);
+    let (_, k_warm, _, p_warm) = settle(1.0, 45.0);
+    assert!(
+        p_warm.iter().all(|&p| (p - g.tdp_w as f32).abs() <= 1.0),
+        "warm dies run at the TDP"
+    );
+    assert!(p_cold.iter().all(|&p| p <= g.tdp_w as f32 + 0.5), "never above the TDP");
+    assert!(
+        k_warm.work_lost_pct > k_cold.work_lost_pct + 0.05,
+        "{} vs {}",
+        k_warm.work_lost_pct,
+        k_cold.work_lost_pct
+    );
+}
 
 /// The self-checks can fail: with a watt lost or counted twice in the physics or the metering, the
 /// ledger (or the IT-meter check) reports it, while the plant as built closes to round-off.
