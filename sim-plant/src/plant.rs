@@ -33,6 +33,12 @@ use thiserror::Error;
 
 /// Longest sub-step of the CDU and facility loops, s.
 pub const SUBSTEP_MAX_S: f64 = 5.0;
+/// After a fault starts or ends, or a standby pump finishes starting, the whole plant runs in
+/// sub-steps of at most [`EVENT_SUBSTEP_S`] for this long, s.
+pub const EVENT_WINDOW_S: f64 = 600.0;
+/// Sub-step of the whole plant (GPUs and loops) inside an event window, s: short against the pump
+/// inertia (2 s) and the die time constant, so the GPUs see the flow of the current second.
+pub const EVENT_SUBSTEP_S: f64 = 1.0;
 /// A GPU that shut down restarts after this long, s.
 pub const GPU_RESTART_S: f64 = 600.0;
 /// Supply-temperature deviations are not scored for this long after a setpoint change, s.
@@ -247,6 +253,8 @@ pub struct Plant {
     kpi: KpiAccumulator,
     last_dt_s: f64,
     injected: InjectedError,
+    fine_until_s: f64,
+    dead_acc: Vec<u32>,
     leakage_scale: f64,
     it_rack_path_w: f64,
     scratch_cdu: Vec<[f64; 2]>,
@@ -401,6 +409,8 @@ impl Plant {
             t_s: 0.0,
             last_dt_s: 1.0,
             injected: InjectedError::None,
+            fine_until_s: f64::NEG_INFINITY,
+            dead_acc: Vec::new(),
             leakage_scale: 1.0,
             it_rack_path_w: 0.0,
             scratch_cdu: Vec::new(),
@@ -622,24 +632,77 @@ impl Plant {
     // ---- stepping -----------------------------------------------------------------------
 
     /// Advance the plant by `dt_s` under outdoor conditions `ambient` and the supervisor's `actions`.
+    ///
+    /// Events are exact in time: a step is split at every fault start or end and at the moment a
+    /// standby pump finishes starting, and for [`EVENT_WINDOW_S`] after any such event the whole
+    /// plant (GPUs included, so they see the flow of the current second) runs in sub-steps of at
+    /// most [`EVENT_SUBSTEP_S`]. Away from events a step is one piece, as fast as before.
     pub fn step(&mut self, dt_s: f64, ambient: &WeatherSample, actions: &Actions) {
         let dt = if dt_s.is_finite() && dt_s > 0.0 { dt_s } else { return };
-        self.apply_faults();
-        self.apply_actions(actions);
+        let t_end = self.t_s + dt;
+        let mut dead = std::mem::take(&mut self.dead_acc);
+        dead.clear();
+        let mut first = true;
         let mut amb = *ambient;
-        amb.dry_bulb_c += self.heat_wave_k;
-        amb.wet_bulb_c += self.heat_wave_k;
-        self.update_fail_safes();
-        let work = self.step_gpus(dt);
-        let flows = self.step_loops(dt, &amb);
-        self.t_s += dt;
-        self.last_dt_s = dt;
-        let step = self.electrical(dt, flows, work);
-        if self.scoring {
-            self.kpi.add(&step);
-            self.score_supply_deviation();
+        while self.t_s < t_end - 1e-9 {
+            let t = self.t_s;
+            // Faults first: a fault starting now sets the event window and the standby's start.
+            self.apply_faults();
+            let mut h = t_end - t;
+            if self.fine_until_s > t {
+                h = h.min(EVENT_SUBSTEP_S);
+            }
+            if let Some(ev) = self.next_event_after(t) {
+                if ev < t + h - 1e-9 {
+                    h = ev - t;
+                }
+            }
+            if t_end - (t + h) < 1e-9 {
+                h = t_end - t;
+            }
+            if first {
+                self.apply_actions(actions);
+                first = false;
+            }
+            amb = *ambient;
+            amb.dry_bulb_c += self.heat_wave_k;
+            amb.wet_bulb_c += self.heat_wave_k;
+            self.update_fail_safes();
+            let work = self.step_gpus(h);
+            dead.extend_from_slice(&self.newly_dead);
+            let flows = self.step_loops(h, &amb);
+            self.t_s = if t_end - (t + h) < 1e-9 { t_end } else { t + h };
+            self.last_dt_s = h;
+            let step = self.electrical(h, flows, work);
+            if self.scoring {
+                self.kpi.add(&step);
+                self.score_supply_deviation();
+            }
         }
+        std::mem::swap(&mut self.newly_dead, &mut dead);
+        self.dead_acc = dead;
+        self.last_dt_s = dt;
         self.measure(&amb);
+    }
+
+    /// The next fault start or end, or standby-pump start, strictly after `t`.
+    fn next_event_after(&self, t: f64) -> Option<f64> {
+        let mut next = f64::INFINITY;
+        for f in &self.faults {
+            for e in [Some(f.start_s), f.end_s].into_iter().flatten() {
+                if e > t + 1e-9 && e < next {
+                    next = e;
+                }
+            }
+        }
+        for c in &self.cdus {
+            if let Some(u) = c.failover_until {
+                if u > t + 1e-9 && u < next {
+                    next = u;
+                }
+            }
+        }
+        next.is_finite().then_some(next)
     }
 
     fn apply_faults(&mut self) {
@@ -661,6 +724,9 @@ impl Plant {
             let active = f.active(t);
             let was = self.fault_active[i];
             self.fault_active[i] = active;
+            if active != was {
+                self.fine_until_s = self.fine_until_s.max(t + EVENT_WINDOW_S);
+            }
             match f.fault {
                 FaultKind::PumpTrip { cdu } => {
                     let Some(c) = self.cdus.get_mut(cdu as usize) else {
@@ -713,13 +779,18 @@ impl Plant {
             }
         }
         // Standby pumps finish starting.
+        let mut started = false;
         for c in &mut self.cdus {
             if let Some(until) = c.failover_until {
-                if t >= until {
+                if t >= until - 1e-9 {
                     c.running += 1;
                     c.failover_until = None;
+                    started = true;
                 }
             }
+        }
+        if started {
+            self.fine_until_s = self.fine_until_s.max(t + EVENT_WINDOW_S);
         }
     }
 
