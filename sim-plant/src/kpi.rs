@@ -110,6 +110,8 @@ pub struct KpiAccumulator {
     pub failed_jobs: u64,
     /// Setpoint writes received.
     pub setpoint_writes: u64,
+    /// Starts of the heat-rejection fans (after a stop).
+    pub rejection_fan_starts: u64,
     /// Setpoint writes rejected as out of range.
     pub rejected_writes: u64,
     /// Σ|Δ setpoint| of CDU supply setpoints, K.
@@ -118,7 +120,8 @@ pub struct KpiAccumulator {
     pub flow_setpoint_travel_lpm: f64,
     /// Σ|Δ setpoint| of facility supply setpoints, K.
     pub facility_setpoint_travel_k: f64,
-    /// Max |CDU supply − setpoint| outside settling windows, K.
+    /// Max |CDU supply − reference| at every step, K; the reference follows the setpoint at
+    /// most 1 K/min (`SUPPLY_REF_RAMP_K_PER_S`).
     pub supply_temp_max_dev_k: f64,
     /// Max true GPU die temperature seen, °C.
     pub gpu_temp_max_c: f64,
@@ -265,6 +268,7 @@ impl KpiAccumulator {
             },
             supply_temp_max_dev_k: self.supply_temp_max_dev_k,
             setpoint_writes: self.setpoint_writes,
+            rejection_fan_starts: self.rejection_fan_starts,
             rejected_writes: self.rejected_writes,
             supply_setpoint_travel_k: self.supply_setpoint_travel_k,
             flow_setpoint_travel_lpm: self.flow_setpoint_travel_lpm,
@@ -368,10 +372,14 @@ pub struct Kpis {
     /// |IT meter − rack path| / IT meter over the window, %.
     #[serde(default)]
     pub it_meter_error_pct: f64,
-    /// Max |CDU supply − setpoint| outside settling windows, K.
+    /// Max |CDU supply − reference| at every step, K; the reference follows the setpoint at
+    /// most 1 K/min (`SUPPLY_REF_RAMP_K_PER_S`).
     pub supply_temp_max_dev_k: f64,
     /// Setpoint writes received by the devices.
     pub setpoint_writes: u64,
+    /// Starts of the heat-rejection fans after a stop (minimum on/off time `FAN_MIN_ON_OFF_S`).
+    #[serde(default)]
+    pub rejection_fan_starts: u64,
     /// Setpoint writes rejected as out of range.
     pub rejected_writes: u64,
     /// Actuator travel: Σ|Δ CDU supply setpoint|, K.

@@ -39,10 +39,14 @@ pub const EVENT_WINDOW_S: f64 = 600.0;
 /// Sub-step of the whole plant (GPUs and loops) inside an event window, s: short against the pump
 /// inertia (2 s) and the die time constant, so the GPUs see the flow of the current second.
 pub const EVENT_SUBSTEP_S: f64 = 1.0;
+/// Minimum on time and minimum off time of the heat-rejection fans, s.
+pub const FAN_MIN_ON_OFF_S: f64 = 300.0;
 /// A GPU that shut down restarts after this long, s.
 pub const GPU_RESTART_S: f64 = 600.0;
-/// Supply-temperature deviations are not scored for this long after a setpoint change, s.
-pub const SETTLING_S: f64 = 900.0;
+/// Supply stability is scored at every step against a reference that follows the CDU supply
+/// setpoint at most this fast, K/s (1 K/min): a setpoint change is not a licence to deviate, and a
+/// controller that writes often is scored like one that writes rarely.
+pub const SUPPLY_REF_RAMP_K_PER_S: f64 = 1.0 / 60.0;
 const PUMP_INERTIA_TAU_S: f64 = 2.0;
 const VALVE_MIN: f64 = 0.05;
 const FILM_EXPONENT: f64 = 0.7;
@@ -123,7 +127,7 @@ struct CduState {
     sp_flow_lpm: f64,
     last_heartbeat_s: f64,
     fallback: bool,
-    sp_changed_at: f64,
+    sp_ref: f64,
     fouling_rate_per_s: f64,
     fouling_frac: f64,
     extra_fouling_frac: f64,
@@ -146,6 +150,8 @@ struct HallState {
     fan: f64,
     fan_i: f64,
     fan_avail: f64,
+    fans_on: bool,
+    fan_state_s: f64,
     adiabatic: bool,
     chiller: bool,
     sat_timer_s: f64,
@@ -328,7 +334,7 @@ impl Plant {
                 sp_flow_lpm: sp_flow,
                 last_heartbeat_s: 0.0,
                 fallback: false,
-                sp_changed_at: f64::NEG_INFINITY,
+                sp_ref: h.cdu.supply_setpoint_c,
                 fouling_rate_per_s: h.cdu.fouling_pct_per_year / 100.0 * fouling_mult / SECONDS_PER_YEAR,
                 fouling_frac: 0.0,
                 extra_fouling_frac: 0.0,
@@ -358,6 +364,8 @@ impl Plant {
                 fan: 0.5,
                 fan_i: 0.5,
                 fan_avail: 1.0,
+                fans_on: true,
+                fan_state_s: FAN_MIN_ON_OFF_S,
                 sp_remote: sp,
                 sp,
                 bias: rng.sample::<f64, _>(StandardNormal) * site.sensors.temp_bias_k,
@@ -674,6 +682,7 @@ impl Plant {
             self.t_s = if t_end - (t + h) < 1e-9 { t_end } else { t + h };
             self.last_dt_s = h;
             let step = self.electrical(h, flows, work);
+            self.advance_supply_reference(h);
             if self.scoring {
                 self.kpi.add(&step);
                 self.score_supply_deviation();
@@ -883,9 +892,6 @@ impl Plant {
             } else {
                 (c.sp_supply_remote, c.sp_flow_remote_lpm)
             };
-            if (sp - c.sp_supply).abs() > 0.05 {
-                c.sp_changed_at = t;
-            }
             c.sp_supply = sp;
             c.sp_flow_lpm = fl;
         }
@@ -1243,10 +1249,21 @@ impl Plant {
                     hs.fan_i = fan - kp * e;
                 }
                 // With the trim chiller running, free cooling is used to the full first.
+                // Fans start and stop no more often than the minimum on/off time allows (no
+                // short-cycling, also inside a long step: this runs every sub-step).
+                let want_on = hs.chiller || fan >= rp.fan_min_speed * 0.5;
+                hs.fan_state_s += h;
+                if want_on != hs.fans_on && hs.fan_state_s >= FAN_MIN_ON_OFF_S {
+                    hs.fans_on = want_on;
+                    hs.fan_state_s = 0.0;
+                    if want_on && self.scoring {
+                        self.kpi.rejection_fan_starts += 1;
+                    }
+                }
                 hs.fan = if hs.chiller {
                     hs.fan_i = 1.0;
                     1.0
-                } else if fan < rp.fan_min_speed * 0.5 {
+                } else if !hs.fans_on {
                     0.0
                 } else {
                     fan.max(rp.fan_min_speed)
@@ -1379,12 +1396,17 @@ impl Plant {
         f
     }
 
+    /// Move each CDU's reference supply temperature towards its setpoint at the reference ramp rate.
+    fn advance_supply_reference(&mut self, h: f64) {
+        let r = SUPPLY_REF_RAMP_K_PER_S * h;
+        for c in &mut self.cdus {
+            c.sp_ref += (c.sp_supply - c.sp_ref).clamp(-r, r);
+        }
+    }
+
     fn score_supply_deviation(&mut self) {
-        let t = self.t_s;
         for c in &self.cdus {
-            if t - c.sp_changed_at >= SETTLING_S {
-                self.kpi.supply_temp_max_dev_k = self.kpi.supply_temp_max_dev_k.max((c.t_sup - c.sp_supply).abs());
-            }
+            self.kpi.supply_temp_max_dev_k = self.kpi.supply_temp_max_dev_k.max((c.t_sup - c.sp_ref).abs());
         }
     }
 
