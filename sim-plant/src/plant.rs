@@ -152,6 +152,7 @@ struct HallState {
     fan_avail: f64,
     fans_on: bool,
     fan_state_s: f64,
+    coil_frac: f64,
     adiabatic: bool,
     chiller: bool,
     sat_timer_s: f64,
@@ -366,6 +367,7 @@ impl Plant {
                 fan_avail: 1.0,
                 fans_on: true,
                 fan_state_s: FAN_MIN_ON_OFF_S,
+                coil_frac: 1.0,
                 sp_remote: sp,
                 sp,
                 bias: rng.sample::<f64, _>(StandardNormal) * site.sensors.temp_bias_k,
@@ -1186,7 +1188,9 @@ impl Plant {
                 };
                 let c_air = rp.c_air_full * fan_eff.max(0.02);
                 let ua = rp.ua_full * fan_eff.max(0.02).powf(0.8);
-                let a = counterflow_conductance(ua, c_w, c_air);
+                // In winter the fans sit at minimum speed and a bypass valve sends only part of
+                // the water through the coils (heat rejected scales with the coil share).
+                let a = counterflow_conductance(ua, c_w, c_air) * hs.coil_frac;
                 let net_in = q_in_f - q_reuse;
                 // Trim chiller: removes what free cooling leaves above the setpoint.
                 let t_after_free = hs.t_sup + net_in / c_w - a * (hs.t_sup + net_in / c_w - t_air) / c_w;
@@ -1249,17 +1253,27 @@ impl Plant {
                     hs.fan_i = fan - kp * e;
                 }
                 // With the trim chiller running, free cooling is used to the full first.
-                // Fans start and stop no more often than the minimum on/off time allows (no
-                // short-cycling, also inside a long step: this runs every sub-step).
-                let want_on = hs.chiller || fan >= rp.fan_min_speed * 0.5;
+                // Below minimum fan speed the loop output drives the coil bypass valve instead of
+                // stopping the fans (no short-cycling); fans stop only when no heat is to be
+                // rejected at all, and start and stop no more often than the minimum on/off time
+                // allows (a start is forced early only if the supply is 2 K above setpoint).
+                let want_on = hs.chiller || fan > 0.0;
                 hs.fan_state_s += h;
-                if want_on != hs.fans_on && hs.fan_state_s >= FAN_MIN_ON_OFF_S {
+                let may = hs.fan_state_s >= FAN_MIN_ON_OFF_S || (want_on && e > 2.0);
+                if want_on != hs.fans_on && may {
                     hs.fans_on = want_on;
                     hs.fan_state_s = 0.0;
                     if want_on && self.scoring {
                         self.kpi.rejection_fan_starts += 1;
                     }
                 }
+                hs.coil_frac = if hs.fans_on && !hs.chiller && fan < rp.fan_min_speed {
+                    (fan / rp.fan_min_speed).max(0.0)
+                } else if hs.fans_on || hs.chiller {
+                    1.0
+                } else {
+                    0.0
+                };
                 hs.fan = if hs.chiller {
                     hs.fan_i = 1.0;
                     1.0
