@@ -133,6 +133,8 @@ pub struct RackSums {
     pub t_max: f32,
     /// Hottest reported die, °C.
     pub reported_max: f32,
+    /// Σ of the GPUs' power telemetry (whole watts, as reported), W.
+    pub telemetry_w: f32,
 }
 
 /// Round to the nearest integer without a libm call (telemetry is reported in whole °C and W).
@@ -180,10 +182,12 @@ fn one_fast(c: &GpuConsts, t_in: f32, r_flow: f32, u: f32, t: f32, rc: f32, cap:
     let throttled = f & THROTTLED != 0;
     let pw = if throttled { 0.6 * p_cap } else { p_cap };
     let x = if capped { p_cap / p_dem } else { 1.0 };
-    let perf_cap = match c.knee {
-        Some(k) => GpuConsts::perf_knee(k, x),
-        None => c.perf_taylor(x),
+    // Both curves are cheap: compute both and select, so the lanes stay branch-free.
+    let (k, on) = match c.knee {
+        Some(k) => (k, 1.0f32),
+        None => ([0.0, 0.0, 0.0], 0.0f32),
     };
+    let perf_cap = on * GpuConsts::perf_knee(k, x) + (1.0 - on) * c.perf_taylor(x);
     let perf = if throttled { 0.5 * perf_cap } else { perf_cap };
     let t_ss = t_in + pw * (rc + r_flow);
     let t_new = t_ss + (t - t_ss) * c.k;
@@ -197,7 +201,7 @@ fn one_fast(c: &GpuConsts, t_in: f32, r_flow: f32, u: f32, t: f32, rc: f32, cap:
         now_thr,
         nf,
         alive,
-        deep: c.knee.is_none() & (x < DEEP_CAP_RATIO),
+        deep: (on == 0.0) & (x < DEEP_CAP_RATIO),
     }
 }
 
@@ -273,6 +277,7 @@ pub fn kernel_fast(c: &GpuConsts, g: &mut RackGpus<'_>) -> Option<RackSums> {
             acc.tmax[l] = acc.tmax[l].max(tail.tmax[l]);
             acc.rep[l] = acc.rep[l].max(tail.rep[l]);
             acc.ev[l] += tail.ev[l];
+            acc.tel[l] += tail.tel[l];
         }
     }
     if acc.ev.iter().any(|&e| e > 0) {
@@ -286,6 +291,7 @@ pub fn kernel_fast(c: &GpuConsts, g: &mut RackGpus<'_>) -> Option<RackSums> {
         near: acc.near.iter().sum(),
         t_max: acc.tmax.iter().copied().fold(f32::MIN, f32::max),
         reported_max: acc.rep.iter().copied().fold(f32::MIN, f32::max),
+        telemetry_w: acc.tel.iter().sum(),
     })
 }
 
@@ -299,6 +305,7 @@ struct Lanes {
     tmax: [f32; LANES],
     rep: [f32; LANES],
     ev: [u32; LANES],
+    tel: [f32; LANES],
 }
 
 impl Default for Lanes {
@@ -312,6 +319,7 @@ impl Default for Lanes {
             tmax: [f32::MIN; LANES],
             rep: [f32::MIN; LANES],
             ev: [0; LANES],
+            tel: [0.0; LANES],
         }
     }
 }
@@ -359,7 +367,9 @@ fn lanes_step(
         let rep = round_fast(o.t_new + bias[l]);
         acc.rep[l] = if rep > acc.rep[l] { rep } else { acc.rep[l] };
         out_temp[l] = rep;
-        out_power[l] = round_fast(o.pw);
+        let p_tel = round_fast(o.pw);
+        out_power[l] = p_tel;
+        acc.tel[l] += p_tel;
         out_events[l] = events_bits(c, &o);
     }
 }
@@ -426,6 +436,7 @@ pub fn kernel_exact(c: &GpuConsts, g: &mut RackGpus<'_>, died: &mut Vec<u32>) ->
         s.reported_max = s.reported_max.max(rep);
         g.out_temp[i] = rep;
         g.out_power[i] = round_fast(o.pw);
+        s.telemetry_w += g.out_power[i];
         g.out_events[i] = events_bits(c, &o);
     }
     s

@@ -1021,8 +1021,7 @@ impl Plant {
                 + rs.switch_w;
             rstate.power_w = sums.power_w as f64 + node_w;
             // The rack path of the IT-meter check: the GPUs' own power telemetry (whole watts).
-            let tel: f64 = g.out_power.iter().map(|&p| p as f64).sum();
-            rack_path_w += tel + node_w;
+            rack_path_w += sums.telemetry_w as f64 + node_w;
             rstate.gpu_max_true_c = sums.t_max;
             rstate.gpu_max_reported_c = sums.reported_max;
             work += sums.work as f64 * dt;
