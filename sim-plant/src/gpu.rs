@@ -53,15 +53,15 @@ pub struct GpuConsts {
 /// above it a third-order Taylor series around 1 is used (absolute error < 5e-5 for 0.3 ≤ α ≤ 2).
 pub const DEEP_CAP_RATIO: f32 = 0.85;
 
-/// `e^x` for |x| ≤ 4 without a libm call (so the lanes vectorise): `(Taylor₅(x/8))^8`, relative
-/// error < 2e-4 at |x| = 4 and < 1e-7 for |x| ≤ 0.5 (the leakage range).
+/// `e^x` for |x| ≤ 2 without a libm call (so the lanes vectorise): `(Taylor₄(x/4))^4`, relative
+/// error < 5e-5 for |x| ≤ 1 (the leakage range: κ·(T − 60) for dies between 0 and 120 °C) and
+/// < 1e-3 at |x| = 2.
 #[inline(always)]
 pub fn fast_exp(x: f32) -> f32 {
-    let y = x.clamp(-4.0, 4.0) * 0.125;
-    let p = 1.0 + y * (1.0 + y * (0.5 + y * (1.0 / 6.0 + y * (1.0 / 24.0 + y * (1.0 / 120.0)))));
+    let y = x.clamp(-2.0, 2.0) * 0.25;
+    let p = 1.0 + y * (1.0 + y * (0.5 + y * (1.0 / 6.0 + y * (1.0 / 24.0))));
     let p2 = p * p;
-    let p4 = p2 * p2;
-    p4 * p4
+    p2 * p2
 }
 
 impl GpuConsts {
@@ -173,7 +173,7 @@ struct One {
 
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-fn one_fast(c: &GpuConsts, t_in: f32, r_flow: f32, u: f32, t: f32, rc: f32, cap: f32, f: u8) -> One {
+fn one_fast<const KNEE: bool>(c: &GpuConsts, t_in: f32, r_flow: f32, u: f32, t: f32, rc: f32, cap: f32, f: u8) -> One {
     let alive = f & DEAD == 0;
     let p_static = c.static_w(t);
     let p_dem = if alive { p_static + u * c.dyn_w } else { 0.0 };
@@ -182,12 +182,13 @@ fn one_fast(c: &GpuConsts, t_in: f32, r_flow: f32, u: f32, t: f32, rc: f32, cap:
     let throttled = f & THROTTLED != 0;
     let pw = if throttled { 0.6 * p_cap } else { p_cap };
     let x = if capped { p_cap / p_dem } else { 1.0 };
-    // Both curves are cheap: compute both and select, so the lanes stay branch-free.
-    let (k, on) = match c.knee {
-        Some(k) => (k, 1.0f32),
-        None => ([0.0, 0.0, 0.0], 0.0f32),
+    // The curve is chosen at compile time (the kernels are instantiated for both), so the lanes
+    // stay branch-free and compute only one curve.
+    let perf_cap = if KNEE {
+        GpuConsts::perf_knee(c.knee.unwrap_or([0.0, 0.0, 0.0]), x)
+    } else {
+        c.perf_taylor(x)
     };
-    let perf_cap = on * GpuConsts::perf_knee(k, x) + (1.0 - on) * c.perf_taylor(x);
     let perf = if throttled { 0.5 * perf_cap } else { perf_cap };
     let t_ss = t_in + pw * (rc + r_flow);
     let t_new = t_ss + (t - t_ss) * c.k;
@@ -201,7 +202,7 @@ fn one_fast(c: &GpuConsts, t_in: f32, r_flow: f32, u: f32, t: f32, rc: f32, cap:
         now_thr,
         nf,
         alive,
-        deep: (on == 0.0) & (x < DEEP_CAP_RATIO),
+        deep: !KNEE & (x < DEEP_CAP_RATIO),
     }
 }
 
@@ -216,6 +217,14 @@ fn events_bits(c: &GpuConsts, o: &One) -> u8 {
 /// The vectorisable kernel. Returns `None` (state partly written: restore it) when a GPU crossed
 /// slowdown from below or reached shutdown during the step, or runs under a deep power cap.
 pub fn kernel_fast(c: &GpuConsts, g: &mut RackGpus<'_>) -> Option<RackSums> {
+    if c.knee.is_some() {
+        kernel_fast_impl::<true>(c, g)
+    } else {
+        kernel_fast_impl::<false>(c, g)
+    }
+}
+
+fn kernel_fast_impl<const KNEE: bool>(c: &GpuConsts, g: &mut RackGpus<'_>) -> Option<RackSums> {
     let n = g.temp.len();
     let (util, r_cond, cap, bias) = (&g.util[..n], &g.r_cond[..n], &g.cap[..n], &g.bias[..n]);
     let (temp, flags) = (&mut g.temp[..n], &mut g.flags[..n]);
@@ -225,7 +234,7 @@ pub fn kernel_fast(c: &GpuConsts, g: &mut RackGpus<'_>) -> Option<RackSums> {
     let mut b = 0;
     while b + LANES <= n {
         let e = b + LANES;
-        lanes_step(
+        lanes_step::<KNEE>(
             c,
             t_in,
             r_flow,
@@ -259,7 +268,7 @@ pub fn kernel_fast(c: &GpuConsts, g: &mut RackGpus<'_>) -> Option<RackSums> {
         f8[..m].copy_from_slice(&flags[b..]);
         let (mut ot, mut op, mut oe) = ([0.0f32; LANES], [0.0f32; LANES], [0u8; LANES]);
         let mut tail = Lanes::default();
-        lanes_step(
+        lanes_step::<KNEE>(
             c, t_in, r_flow, &mut tail, &u8s, &rc8, &cap8, &bias8, &mut t8, &mut f8, &mut ot, &mut op, &mut oe,
         );
         temp[b..].copy_from_slice(&t8[..m]);
@@ -326,7 +335,7 @@ impl Default for Lanes {
 
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-fn lanes_step(
+fn lanes_step<const KNEE: bool>(
     c: &GpuConsts,
     t_in: f32,
     r_flow: f32,
@@ -352,7 +361,7 @@ fn lanes_step(
         let t = temp[l];
         let f = flags[l];
         let u = util[l];
-        let o = one_fast(c, t_in, r_flow, u, t, r_cond[l], cap[l], f);
+        let o = one_fast::<KNEE>(c, t_in, r_flow, u, t, r_cond[l], cap[l], f);
         let crossing = o.alive & (f & THROTTLED == 0) & (o.t_new >= c.slow_c) & (t < c.slow_c);
         let dies = o.alive & (o.t_new >= c.shutdown_c);
         acc.ev[l] += (crossing | dies | o.deep) as u32;
@@ -388,7 +397,11 @@ pub fn kernel_exact(c: &GpuConsts, g: &mut RackGpus<'_>, died: &mut Vec<u32>) ->
         let f = g.flags[i];
         let u = g.util[i];
         let rc = g.r_cond[i];
-        let mut o = one_fast(c, t_in, r_flow, u, t, rc, g.cap[i], f);
+        let mut o = if c.knee.is_some() {
+            one_fast::<true>(c, t_in, r_flow, u, t, rc, g.cap[i], f)
+        } else {
+            one_fast::<false>(c, t_in, r_flow, u, t, rc, g.cap[i], f)
+        };
         let throttled = f & THROTTLED != 0;
         if o.deep {
             // Deep cap: the exact power law.
@@ -456,6 +469,16 @@ mod tests {
                 assert!((c.perf_taylor(x) - x.powf(a)).abs() < 5e-5, "x {x} a {a}");
             }
         }
+    }
+
+    #[test]
+    fn fast_exp_is_accurate_in_the_leakage_range() {
+        for i in -100..=100 {
+            let x = i as f32 / 100.0;
+            let rel = (fast_exp(x) - x.exp()).abs() / x.exp();
+            assert!(rel < 5e-5, "x {x} rel {rel}");
+        }
+        assert!((fast_exp(2.0) - 2.0f32.exp()).abs() / 2.0f32.exp() < 1e-3);
     }
 
     #[test]
