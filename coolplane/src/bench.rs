@@ -82,6 +82,32 @@ fn step_site(name: &str, steps: u64, dt: f64, seed: u64) -> Result<(f64, Plant)>
     Ok((t0.elapsed().as_secs_f64(), plant))
 }
 
+/// The reference the plant's speed is judged against: a bare per-GPU loop over flat arrays of the
+/// same size (power from utilisation, exact first-order die lag, a sum), no leakage, caps, racks or
+/// loops. Returns ns per GPU-step. The plant's ns per GPU-step divided by this is the machine-
+/// independent figure kept in BENCHMARKS.md.
+fn bare_loop_ns(gpus: usize, steps: u64) -> f64 {
+    let mut temp = vec![60.0f32; gpus];
+    let r: Vec<f32> = (0..gpus).map(|i| 0.02 + 1e-6 * (i % 97) as f32).collect();
+    let util: Vec<f32> = (0..gpus).map(|i| 0.5 + 0.004 * (i % 101) as f32).collect();
+    let k = (-4.0f32).exp();
+    let t0 = Instant::now();
+    let mut total = 0.0f32;
+    for s in 0..steps {
+        let t_in = std::hint::black_box(40.0 + (s % 7) as f32 * 0.1);
+        let mut sum = 0.0f32;
+        for ((t, &rr), &u) in temp.iter_mut().zip(&r).zip(&util) {
+            let p = 150.0 + u * 850.0;
+            let t_ss = t_in + p * rr;
+            *t = t_ss + (*t - t_ss) * k;
+            sum += p;
+        }
+        total += std::hint::black_box(sum);
+    }
+    std::hint::black_box(total);
+    t0.elapsed().as_secs_f64() / (steps as f64 * gpus as f64) * 1e9
+}
+
 pub fn run(a: &BenchArgs) -> Result<()> {
     if a.wire {
         return crate::wire_bench::run(a.samples);
@@ -102,6 +128,13 @@ pub fn run(a: &BenchArgs) -> Result<()> {
             secs / steps as f64 * 1e6,
             secs / steps as f64 / plant.topology().gpu_count as f64 * 1e9,
             steps as f64 * a.step / secs
+        );
+        let gpus = plant.topology().gpu_count;
+        let bare = bare_loop_ns(gpus, (steps / 10).max(1000));
+        let plant_ns = secs / steps as f64 / gpus as f64 * 1e9;
+        println!(
+            "bare per-GPU loop ({gpus} GPUs, power + exact die lag + sum): {bare:.2} ns per GPU-step; plant / bare = {:.1}",
+            plant_ns / bare
         );
     }
     // Memory: build campus-100k, load every GPU and step it so that every array is touched.

@@ -105,6 +105,9 @@ enum ScenarioCommand {
         /// Simulation step, s.
         #[arg(long, default_value_t = 60.0)]
         step: f64,
+        /// Scale the GPUs' leakage temperature coefficient κ by this factor (sensitivity studies).
+        #[arg(long, default_value_t = 1.0)]
+        leakage_scale: f64,
         /// Print no progress.
         #[arg(long)]
         quiet: bool,
@@ -181,8 +184,9 @@ fn dispatch(cli: Cli) -> Result<()> {
                 policies,
                 seed,
                 step,
+                leakage_scale,
                 quiet,
-            } => matrix(&site, &weather, &periods, &policies, seed, step, quiet),
+            } => matrix(&site, &weather, &periods, &policies, seed, step, leakage_scale, quiet),
             ScenarioCommand::List => {
                 for (name, text) in shipped_scenarios() {
                     let spec = ScenarioSpec::from_toml_str(name, text)?;
@@ -366,6 +370,7 @@ fn scenario_run(a: &ScenarioArgs, policies: &[String]) -> Result<()> {
     Ok(())
 }
 
+#[allow(clippy::too_many_arguments)]
 fn matrix(
     site: &str,
     weathers: &[String],
@@ -373,8 +378,12 @@ fn matrix(
     policies: &[String],
     seed: u64,
     step: f64,
+    leakage_scale: f64,
     quiet: bool,
 ) -> Result<()> {
+    if !(leakage_scale.is_finite() && leakage_scale >= 0.0) {
+        bail!("--leakage-scale must be a finite number ≥ 0, got {leakage_scale}");
+    }
     let mut rows = Vec::new();
     for w in weathers {
         for p in periods {
@@ -391,7 +400,13 @@ fn matrix(
                 quiet,
             };
             let (spec, base) = build_spec(&args)?;
-            let scenario = spec.resolve(&base)?;
+            let mut scenario = spec.resolve(&base)?;
+            let g = &mut scenario.site.gpu;
+            g.leakage_exp_per_k = Some(g.leakage_kappa() * leakage_scale);
+            scenario
+                .site
+                .validate()
+                .context("the site with the leakage coefficient scaled by --leakage-scale")?;
             for pol in policies {
                 let policy = coolplane_policies::by_name(pol.trim())?;
                 let mut progress = progress_printer(format!("{} {} {}", scenario.weather_name, p, pol), quiet);
@@ -497,6 +512,39 @@ fn fit_perf(dir: &Path) -> Result<()> {
         );
     }
     println!("built-in default α = {DEFAULT_PERF_ALPHA} (the combined fit, rounded); sites set it as gpu.perf_alpha");
+    println!();
+    println!(
+        "knee curve: perf = 1 − s1·(1 − x) for x ≥ knee, 1 − s1·(1 − knee) − s2·(knee − x) below (x = P/P_dem); least squares of perf"
+    );
+    println!(
+        "{:<10} {:>6} {:>6} {:>6} {:>7} {:>10} {:>18} {:>10} {:>12}",
+        "data", "s1", "knee", "s2", "points", "RMSE perf", "RMSE shallow (n)", "max |err|", "noise floor"
+    );
+    for (tag, k) in rep
+        .per_model_knee
+        .iter()
+        .map(|(t, k)| (t.as_str(), k))
+        .chain(std::iter::once(("combined", &rep.combined_knee)))
+    {
+        println!(
+            "{:<10} {:>6.3} {:>6.3} {:>6.3} {:>7} {:>10.3} {:>12.3} ({:>3}) {:>10.3} {:>12.3}",
+            tag,
+            k.curve.shallow_slope,
+            k.curve.knee,
+            k.curve.deep_slope,
+            k.points,
+            k.rmse_perf,
+            k.rmse_shallow,
+            k.shallow_points,
+            k.max_abs_err_perf,
+            k.noise_floor_rmse
+        );
+    }
+    println!(
+        "shallow: caps leaving x ≥ {} (≤ 20 % of power removed); noise floor: RMSE of each point against the mean of its \
+         neighbours within ±0.025 of x (scatter between workloads no curve of x can remove); sites set gpu.perf_knee",
+        coolplane_sim_plant::perf_fit::SHALLOW_RATIO
+    );
     Ok(())
 }
 

@@ -86,8 +86,21 @@ pub struct GpuModel {
     pub idle_w: f64,
     /// Lowest settable power limit, W.
     pub min_cap_w: f64,
-    /// Leakage growth of the static part, per kelvin above 60 °C (β).
+    /// Leakage growth of the static part, per kelvin above 60 °C (β). Read as the exponential
+    /// coefficient κ when `leakage_exp_per_k` is not given (same slope at 60 °C).
     pub leakage_per_k: f64,
+    /// Exponential leakage coefficient κ, 1/K: the die's leakage power is
+    /// `leakage_w_at_60c · e^(κ·(T_die − 60 °C))` (parameters and sources: docs/plant-physics.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leakage_exp_per_k: Option<f64>,
+    /// Leakage power of the GPU die at 60 °C, W (part of `idle_w`; the rest of the idle power does
+    /// not depend on temperature). Default: all of `idle_w`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leakage_w_at_60c: Option<f64>,
+    /// Performance under a power cap as a knee curve `[shallow slope, knee power ratio, deep
+    /// slope]` fitted to the Zeus sweeps (`coolplane fit-perf`); replaces `perf_alpha` when given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub perf_knee: Option<[f64; 3]>,
     /// Exponent α of perf = (P/P_dem)^α under a power cap (fitted from the Zeus sweeps).
     pub perf_alpha: f64,
     /// Maximum operating temperature, °C.
@@ -100,6 +113,25 @@ pub struct GpuModel {
     pub slowdown_hysteresis_k: f64,
     /// Die thermal time constant, s.
     pub tau_s: f64,
+}
+
+impl GpuModel {
+    /// Exponential leakage coefficient κ, 1/K.
+    pub fn leakage_kappa(&self) -> f64 {
+        self.leakage_exp_per_k.unwrap_or(self.leakage_per_k)
+    }
+
+    /// Leakage power at 60 °C, W.
+    pub fn leakage_at_60c_w(&self) -> f64 {
+        self.leakage_w_at_60c.unwrap_or(self.idle_w)
+    }
+
+    /// Static power (idle, no work) at die temperature `t_die_c`, W:
+    /// `idle_w − L₆₀ + L₆₀·e^(κ·(T − 60))`.
+    pub fn static_power_w(&self, t_die_c: f64) -> f64 {
+        let l = self.leakage_at_60c_w();
+        self.idle_w - l + l * (self.leakage_kappa() * (t_die_c - 60.0)).exp()
+    }
 }
 
 /// Cold-plate thermal resistance model `R(ṁ) = R_cond,i + R_conv,ref·(ṁ_ref/ṁ)^n + 1/(2·ṁ·c_p)`.
@@ -556,6 +588,17 @@ impl Site {
         );
         c.range("gpu.leakage_per_k", g.leakage_per_k, 0.0, 0.05, "1/K");
         c.range("gpu.perf_alpha", g.perf_alpha, 0.0, 3.0, "exponent");
+        if let Some(k) = g.leakage_exp_per_k {
+            c.range("gpu.leakage_exp_per_k", k, 0.0, 0.1, "1/K");
+        }
+        if let Some(l) = g.leakage_w_at_60c {
+            c.range("gpu.leakage_w_at_60c", l, 0.0, g.idle_w, "W, part of idle_w");
+        }
+        if let Some([s1, knee, s2]) = g.perf_knee {
+            c.range("gpu.perf_knee[0]", s1, 0.0, 1.0, "shallow slope");
+            c.range("gpu.perf_knee[1]", knee, 0.05, 1.0, "knee power ratio");
+            c.range("gpu.perf_knee[2]", s2, 0.0, 10.0, "deep slope");
+        }
         c.range("gpu.slowdown_c", g.slowdown_c, 40.0, 120.0, "°C");
         c.rule(
             g.max_operating_c <= g.slowdown_c && g.slowdown_c < g.shutdown_c,

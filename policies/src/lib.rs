@@ -272,6 +272,14 @@ pub struct TrimRespondParams {
     /// tank is commissioned to run near atmospheric pressure: pressure is what the condenser
     /// water is reset on, since the dies sit far below slowdown at any pressure the tank allows.
     pub tank_request_frac: f64,
+    /// A facility trim towards warmer water is judged this long after it was made, s: kept if the
+    /// measured heat-rejection fans + facility pumps + CDU pumps + chiller power did not rise, else
+    /// undone (warmer facility water opens the CDU valves and costs pumping).
+    pub facility_probe_settle_s: f64,
+    /// After an undone facility trim, no trim towards warmer water for this long, s.
+    pub facility_hold_s: f64,
+    /// Relative rise of the measured cooling power that undoes a facility trim.
+    pub facility_probe_deadband: f64,
 }
 
 impl Default for TrimRespondParams {
@@ -293,6 +301,9 @@ impl Default for TrimRespondParams {
             supply_max_above_design_k: 3.0,
             flow_min_frac: 0.8,
             tank_request_frac: 0.2,
+            facility_probe_settle_s: 600.0,
+            facility_hold_s: 3600.0,
+            facility_probe_deadband: 0.01,
         }
     }
 }
@@ -304,6 +315,10 @@ pub struct TrimRespond {
     pub params: TrimRespondParams,
     state: Option<Setpoints>,
     last_reset_s: Option<f64>,
+    /// Per hall: (measured cooling power before the last trim towards warmer water, kW; when).
+    facility_probe: Vec<Option<(f64, f64)>>,
+    /// Per hall: no trim towards warmer water before this time, s.
+    facility_hold_until: Vec<f64>,
 }
 
 impl TrimRespond {
@@ -311,9 +326,29 @@ impl TrimRespond {
     pub fn new(params: TrimRespondParams) -> Self {
         Self {
             params,
-            state: None,
-            last_reset_s: None,
+            ..Default::default()
         }
+    }
+
+    /// Measured power of everything a facility reset trades, kW: heat-rejection fans, facility
+    /// pumps, chiller and the hall's CDU pumps; `None` if a reading is not usable.
+    fn hall_cooling_kw(input: &PolicyInput<'_>, h: usize, max_age_s: f64) -> Option<f64> {
+        let f = input.image.facilities.get(h)?;
+        let mut total = 0.0;
+        for r in [&f.fan_power_kw, &f.pump_power_kw, &f.chiller_power_kw] {
+            if !r.usable(input.now_s, max_age_s) {
+                return None;
+            }
+            total += r.value;
+        }
+        for c in input.topology.halls[h].cdus.clone() {
+            let r = &input.image.cdus.get(c)?.pump_power_kw;
+            if !r.usable(input.now_s, max_age_s) {
+                return None;
+            }
+            total += r.value;
+        }
+        Some(total)
     }
 
     /// Requests a CDU's racks raise from their hottest GPU readings (stale or bad readings raise
@@ -403,6 +438,9 @@ impl Policy for TrimRespond {
                     s.flow_lpm = (s.flow_lpm - p.flow_trim_frac * l.flow_design_lpm).max(flow_min);
                 }
             }
+            self.facility_probe.resize(limits.facilities.len(), None);
+            self.facility_hold_until
+                .resize(limits.facilities.len(), f64::NEG_INFINITY);
             for (h, l) in limits.facilities.iter().enumerate() {
                 let mut req = 0u32;
                 for c in input.topology.halls[h].cdus.clone() {
@@ -423,24 +461,55 @@ impl Policy for TrimRespond {
                         req += 1;
                     }
                 }
+                let cooling_kw = Self::hall_cooling_kw(input, h, 3.0 * p.period_s);
                 let f = &mut sp.facilities[h];
                 if req > 0 {
                     let d = (p.facility_respond_k * req as f64).min(p.facility_respond_max_k);
                     *f = (*f - d).max(l.supply_min_c);
+                    self.facility_probe[h] = None;
                     reasons.push(format!(
                         "hall {h}: {req} requests from CDU valves: facility supply −{d:.1} K"
                     ));
-                } else {
+                } else if let Some((before_kw, at_s)) = self.facility_probe[h] {
+                    // Judge the last trim towards warmer water on the measured cooling power.
+                    if input.now_s - at_s >= p.facility_probe_settle_s - 1e-6 {
+                        self.facility_probe[h] = None;
+                        match cooling_kw {
+                            Some(now_kw) if now_kw > before_kw * (1.0 + p.facility_probe_deadband) => {
+                                *f = (*f - p.facility_trim_k).max(l.supply_min_c);
+                                self.facility_hold_until[h] = input.now_s + p.facility_hold_s;
+                                reasons.push(format!(
+                                    "hall {h}: warmer facility water raised fans + pumps + chiller from {before_kw:.0} to {now_kw:.0} kW: facility supply −{:.1} K, held for {:.0} s",
+                                    p.facility_trim_k, p.facility_hold_s
+                                ));
+                            }
+                            Some(_) => {}
+                            None => {
+                                // Cannot judge it: undo it (fail towards the design side).
+                                *f = (*f - p.facility_trim_k).max(l.supply_min_c);
+                                self.facility_hold_until[h] = input.now_s + p.facility_hold_s;
+                            }
+                        }
+                    }
+                } else if input.now_s >= self.facility_hold_until[h] {
                     // Never ask for facility water warmer than the coldest CDU setpoint of the hall allows.
                     let coldest = input.topology.halls[h]
                         .cdus
                         .clone()
                         .map(|c| sp.cdus[c].supply_c)
                         .fold(f64::INFINITY, f64::min);
+                    let before = *f;
                     *f = (*f + p.facility_trim_k)
                         .min(l.supply_max_c)
                         .min(coldest - 2.0)
                         .max(l.supply_min_c);
+                    if *f > before + 1e-9 {
+                        match cooling_kw {
+                            Some(kw) => self.facility_probe[h] = Some((kw, input.now_s)),
+                            // Without the power readings a trim cannot be judged: do not make it.
+                            None => *f = before,
+                        }
+                    }
                 }
             }
         }
@@ -503,6 +572,80 @@ mod tests {
         });
         assert_eq!(d.setpoints, limits.design_setpoints());
         assert!((d.setpoints.cdus[0].flow_lpm - 2160.0).abs() < 1e-9);
+    }
+
+    /// The facility reset towards warmer water is kept only where it saves energy net of pumping:
+    /// a trim after which fans + pumps + chiller draw more is undone and held off; one after which
+    /// they draw less is kept; without power readings no trim is made.
+    #[test]
+    fn trim_respond_keeps_a_facility_trim_only_if_it_saves_net_of_pumping() {
+        use coolplane_core::signals::FacilityMeasurement;
+        let site = builtin_site("hall-10k").unwrap();
+        let topo = Topology::new(&site);
+        let limits = PlantLimits::from_site(&site, &topo);
+        let cur = limits.design_setpoints();
+        let with_power = |fans_kw: f64, t: f64| {
+            let mut m = image(&topo, 70.0, 50.0, t);
+            for c in &mut m.cdus {
+                c.pump_power_kw = Reading::good(5.0, t);
+            }
+            m.facilities = vec![
+                FacilityMeasurement {
+                    fan_power_kw: Reading::good(fans_kw, t),
+                    pump_power_kw: Reading::good(40.0, t),
+                    chiller_power_kw: Reading::good(0.0, t),
+                    ..Default::default()
+                };
+                topo.halls.len()
+            ];
+            m
+        };
+        let decide = |tr: &mut TrimRespond, img: &Measurements, t: f64| {
+            tr.decide(&PolicyInput {
+                now_s: t,
+                image: img,
+                limits: &limits,
+                topology: &topo,
+                current: &cur,
+            })
+            .setpoints
+            .facilities[0]
+        };
+        let design = cur.facilities[0];
+        // Costs more after the trim: undone, then held for facility_hold_s.
+        let mut tr = TrimRespond::default();
+        let f0 = decide(&mut tr, &with_power(100.0, 0.0), 0.0);
+        assert!((f0 - design - 0.2).abs() < 1e-9, "{f0} vs {design}");
+        assert_eq!(
+            decide(&mut tr, &with_power(200.0, 120.0), 120.0),
+            f0,
+            "held while judged"
+        );
+        let f1 = decide(&mut tr, &with_power(200.0, 600.0), 600.0);
+        assert!((f1 - design).abs() < 1e-9, "undone: {f1}");
+        for t in [720.0, 1800.0, 4000.0] {
+            assert!(
+                (decide(&mut tr, &with_power(200.0, t), t) - design).abs() < 1e-9,
+                "held at {t}"
+            );
+        }
+        assert!(
+            decide(&mut tr, &with_power(200.0, 4320.0), 4320.0) > design,
+            "trims again after the hold"
+        );
+        // Saves after the trim: kept, and the next trim follows.
+        let mut tr = TrimRespond::default();
+        let f0 = decide(&mut tr, &with_power(300.0, 0.0), 0.0);
+        let f1 = decide(&mut tr, &with_power(250.0, 600.0), 600.0);
+        assert_eq!(f1, f0, "kept");
+        assert!(
+            decide(&mut tr, &with_power(250.0, 720.0), 720.0) > f0 + 0.1,
+            "next trim"
+        );
+        // No power readings: no trim towards warmer water.
+        let mut tr = TrimRespond::default();
+        let f = decide(&mut tr, &image(&topo, 70.0, 50.0, 0.0), 0.0);
+        assert_eq!(f, design);
     }
 
     #[test]

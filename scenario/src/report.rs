@@ -163,6 +163,18 @@ const LINES: &[Line] = &[
         decimals: 6,
     },
     Line {
+        label: "IT meter vs rack path",
+        unit: "%",
+        get: |r| r.kpis.it_meter_error_pct,
+        decimals: 6,
+    },
+    Line {
+        label: "heat-rejection fan starts",
+        unit: "",
+        get: |r| r.kpis.rejection_fan_starts as f64,
+        decimals: 0,
+    },
+    Line {
         label: "supply temp max deviation",
         unit: "K",
         get: |r| r.kpis.supply_temp_max_dev_k,
@@ -222,7 +234,7 @@ pub fn table(r: &RunReport) -> String {
     let c = &r.checks;
     let _ = writeln!(
         s,
-        "self-checks: energy balance ≤ 0.5 % {} · PUE ≥ 1 {} · IT meter = Σ racks {}",
+        "self-checks: energy ledger (independent paths) ≤ 0.01 % {} · PUE ≥ 1 {} · IT meter = rack path (GPU telemetry) ≤ 0.01 % {}",
         ok(c.energy_balance_ok),
         ok(c.pue_at_least_one),
         ok(c.it_meter_equals_racks)
@@ -282,11 +294,11 @@ pub fn markdown_matrix(runs: &[RunReport], per_group: usize) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "| weather | period (start day) | policy | PUE | PUE p95 15 min | IT MWh | cooling MWh | cooling ratio | facility MWh | chiller MWh | water m³ | throttle GPU-s | near-throttle GPU-s | hottest GPU °C | shutdowns | work lost % | supply dev K | writes |"
+        "| weather | period (start day) | policy | PUE | PUE p95 15 min | IT MWh | cooling MWh | cooling ratio | cooling % of IT | facility MWh | facility kWh per GPU-h of work | chiller MWh | water m³ | throttle GPU-s | near-throttle GPU-s | hottest GPU °C | shutdowns | work lost % | supply dev K | writes | fan starts |"
     );
     let _ = writeln!(
         s,
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
     );
     for group in runs.chunks(per_group.max(1)) {
         let base = group[0].kpis.cooling_energy_kwh;
@@ -294,7 +306,7 @@ pub fn markdown_matrix(runs: &[RunReport], per_group: usize) -> String {
             let k = &r.kpis;
             let _ = writeln!(
                 s,
-                "| {} | {} ({:.0}) | {} | {:.4} | {:.4} | {:.1} | {:.1} | {:.3} | {:.1} | {:.1} | {:.1} | {:.0} | {:.0} | {:.1} | {} | {:.3} | {:.2} | {} |",
+                "| {} | {} ({:.0}) | {} | {:.4} | {:.4} | {:.1} | {:.1} | {:.3} | {:.2} | {:.1} | {:.5} | {:.1} | {:.1} | {:.0} | {:.0} | {:.1} | {} | {:.3} | {:.2} | {} | {} |",
                 r.weather,
                 r.period,
                 r.period_start_day,
@@ -304,7 +316,9 @@ pub fn markdown_matrix(runs: &[RunReport], per_group: usize) -> String {
                 k.it_energy_kwh / 1e3,
                 k.cooling_energy_kwh / 1e3,
                 if base > 0.0 { k.cooling_energy_kwh / base } else { f64::NAN },
+                100.0 * k.cooling_energy_kwh / k.it_energy_kwh,
                 k.facility_energy_kwh / 1e3,
+                k.facility_energy_kwh / (k.work_done_gpu_s / 3600.0),
                 k.chiller_energy_kwh / 1e3,
                 k.water_l / 1e3,
                 k.throttle_gpu_s,
@@ -313,7 +327,8 @@ pub fn markdown_matrix(runs: &[RunReport], per_group: usize) -> String {
                 k.gpu_shutdowns,
                 k.work_lost_pct,
                 k.supply_temp_max_dev_k,
-                k.setpoint_writes
+                k.setpoint_writes,
+                k.rejection_fan_starts
             );
         }
     }

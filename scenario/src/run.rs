@@ -69,14 +69,21 @@ impl Progress {
     }
 }
 
+/// Largest energy-ledger error the check accepts, % of heat in. The ledger's terms come from
+/// independent paths and close to round-off; a lost pump's heat (≈ 0.3 %) fails it.
+pub const ENERGY_LEDGER_TOLERANCE_PCT: f64 = 0.01;
+/// Largest |IT meter − rack path| the check accepts, % (the rack path sums GPU telemetry in whole
+/// watts, so it differs from the meter by rounding only).
+pub const IT_METER_TOLERANCE_PCT: f64 = 0.01;
+
 /// The harness's checks on itself.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct SelfChecks {
-    /// Energy balance of the liquid loops closes within 0.5 %.
+    /// The energy ledger of the liquid loops closes within [`ENERGY_LEDGER_TOLERANCE_PCT`].
     pub energy_balance_ok: bool,
     /// PUE ≥ 1 over the window and in every 15-minute window.
     pub pue_at_least_one: bool,
-    /// The IT meter equals the sum of the rack meters at the end (true values, within 1e-6).
+    /// The IT meter and the rack path agree over the window within [`IT_METER_TOLERANCE_PCT`].
     pub it_meter_equals_racks: bool,
 }
 
@@ -211,13 +218,10 @@ pub fn run(
         plant.start_scoring();
     }
     let kpis = plant.kpis();
-    let it_sum: f64 = (0..plant.topology().racks.len())
-        .map(|r| plant.true_rack_power_w(r))
-        .sum();
     let checks = SelfChecks {
-        energy_balance_ok: kpis.energy_balance_error_pct <= 0.5,
+        energy_balance_ok: kpis.energy_balance_error_pct <= ENERGY_LEDGER_TOLERANCE_PCT,
         pue_at_least_one: kpis.pue >= 1.0 && (kpis.pue_p95_15min.is_nan() || kpis.pue_p95_15min >= 1.0),
-        it_meter_equals_racks: (it_sum - plant.power().it_w).abs() <= 1e-6 * it_sum.max(1.0),
+        it_meter_equals_racks: kpis.it_meter_error_pct <= IT_METER_TOLERANCE_PCT,
     };
     let stats = cluster.stats();
     let report = RunReport {

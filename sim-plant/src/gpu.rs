@@ -21,14 +21,18 @@ const LANES: usize = 8;
 /// Constants of the GPU model for one step.
 #[derive(Debug, Clone, Copy)]
 pub struct GpuConsts {
-    /// Static power at 60 °C, W.
-    pub idle_w: f32,
+    /// Temperature-independent part of the idle power, W.
+    pub static_fixed_w: f32,
+    /// Die leakage at 60 °C, W.
+    pub leak60_w: f32,
+    /// Exponential leakage coefficient κ, 1/K.
+    pub kappa: f32,
     /// TDP − idle, W.
     pub dyn_w: f32,
-    /// Leakage growth per K above 60 °C.
-    pub beta: f32,
-    /// Performance exponent under a cap.
+    /// Performance exponent under a cap (when `knee` is `None`).
     pub alpha: f32,
+    /// Knee curve `[shallow slope, knee power ratio, deep slope]` of performance under a cap.
+    pub knee: Option<[f32; 3]>,
     /// Slowdown temperature, °C.
     pub slow_c: f32,
     /// Slowdown release temperature (slowdown − hysteresis), °C.
@@ -49,7 +53,34 @@ pub struct GpuConsts {
 /// above it a third-order Taylor series around 1 is used (absolute error < 5e-5 for 0.3 ≤ α ≤ 2).
 pub const DEEP_CAP_RATIO: f32 = 0.85;
 
+/// `e^x` for |x| ≤ 2 without a libm call (so the lanes vectorise): `(Taylor₄(x/4))^4`, relative
+/// error < 5e-5 for |x| ≤ 1 (the leakage range: κ·(T − 60) for dies between 0 and 120 °C) and
+/// < 1e-3 at |x| = 2.
+#[inline(always)]
+pub fn fast_exp(x: f32) -> f32 {
+    let y = x.clamp(-2.0, 2.0) * 0.25;
+    let p = 1.0 + y * (1.0 + y * (0.5 + y * (1.0 / 6.0 + y * (1.0 / 24.0))));
+    let p2 = p * p;
+    p2 * p2
+}
+
 impl GpuConsts {
+    /// Static power (leakage grows exponentially with die temperature), W.
+    #[inline(always)]
+    pub fn static_w(&self, t: f32) -> f32 {
+        self.static_fixed_w + self.leak60_w * fast_exp(self.kappa * (t - 60.0))
+    }
+
+    /// Relative performance at power ratio `x ≤ 1` on the knee curve.
+    #[inline(always)]
+    fn perf_knee(k: [f32; 3], x: f32) -> f32 {
+        let [s1, knee, s2] = k;
+        let shallow = 1.0 - s1 * (1.0 - x);
+        let deep = 1.0 - s1 * (1.0 - knee) - s2 * (knee - x);
+        let p = if x >= knee { shallow } else { deep };
+        p.max(0.0)
+    }
+
     /// Relative performance `x^α` of a GPU drawing `x` of its demanded power.
     #[inline(always)]
     fn perf_taylor(&self, x: f32) -> f32 {
@@ -102,6 +133,8 @@ pub struct RackSums {
     pub t_max: f32,
     /// Hottest reported die, °C.
     pub reported_max: f32,
+    /// Σ of the GPUs' power telemetry (whole watts, as reported), W.
+    pub telemetry_w: f32,
 }
 
 /// Round to the nearest integer without a libm call (telemetry is reported in whole °C and W).
@@ -140,16 +173,22 @@ struct One {
 
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-fn one_fast(c: &GpuConsts, t_in: f32, r_flow: f32, u: f32, t: f32, rc: f32, cap: f32, f: u8) -> One {
+fn one_fast<const KNEE: bool>(c: &GpuConsts, t_in: f32, r_flow: f32, u: f32, t: f32, rc: f32, cap: f32, f: u8) -> One {
     let alive = f & DEAD == 0;
-    let p_static = c.idle_w * (1.0 + c.beta * (t - 60.0)).max(0.2);
+    let p_static = c.static_w(t);
     let p_dem = if alive { p_static + u * c.dyn_w } else { 0.0 };
     let capped = p_dem > cap;
     let p_cap = if capped { cap } else { p_dem };
     let throttled = f & THROTTLED != 0;
     let pw = if throttled { 0.6 * p_cap } else { p_cap };
     let x = if capped { p_cap / p_dem } else { 1.0 };
-    let perf_cap = c.perf_taylor(x);
+    // The curve is chosen at compile time (the kernels are instantiated for both), so the lanes
+    // stay branch-free and compute only one curve.
+    let perf_cap = if KNEE {
+        GpuConsts::perf_knee(c.knee.unwrap_or([0.0, 0.0, 0.0]), x)
+    } else {
+        c.perf_taylor(x)
+    };
     let perf = if throttled { 0.5 * perf_cap } else { perf_cap };
     let t_ss = t_in + pw * (rc + r_flow);
     let t_new = t_ss + (t - t_ss) * c.k;
@@ -163,7 +202,7 @@ fn one_fast(c: &GpuConsts, t_in: f32, r_flow: f32, u: f32, t: f32, rc: f32, cap:
         now_thr,
         nf,
         alive,
-        deep: x < DEEP_CAP_RATIO,
+        deep: !KNEE & (x < DEEP_CAP_RATIO),
     }
 }
 
@@ -178,6 +217,14 @@ fn events_bits(c: &GpuConsts, o: &One) -> u8 {
 /// The vectorisable kernel. Returns `None` (state partly written: restore it) when a GPU crossed
 /// slowdown from below or reached shutdown during the step, or runs under a deep power cap.
 pub fn kernel_fast(c: &GpuConsts, g: &mut RackGpus<'_>) -> Option<RackSums> {
+    if c.knee.is_some() {
+        kernel_fast_impl::<true>(c, g)
+    } else {
+        kernel_fast_impl::<false>(c, g)
+    }
+}
+
+fn kernel_fast_impl<const KNEE: bool>(c: &GpuConsts, g: &mut RackGpus<'_>) -> Option<RackSums> {
     let n = g.temp.len();
     let (util, r_cond, cap, bias) = (&g.util[..n], &g.r_cond[..n], &g.cap[..n], &g.bias[..n]);
     let (temp, flags) = (&mut g.temp[..n], &mut g.flags[..n]);
@@ -187,7 +234,7 @@ pub fn kernel_fast(c: &GpuConsts, g: &mut RackGpus<'_>) -> Option<RackSums> {
     let mut b = 0;
     while b + LANES <= n {
         let e = b + LANES;
-        lanes_step(
+        lanes_step::<KNEE>(
             c,
             t_in,
             r_flow,
@@ -221,7 +268,7 @@ pub fn kernel_fast(c: &GpuConsts, g: &mut RackGpus<'_>) -> Option<RackSums> {
         f8[..m].copy_from_slice(&flags[b..]);
         let (mut ot, mut op, mut oe) = ([0.0f32; LANES], [0.0f32; LANES], [0u8; LANES]);
         let mut tail = Lanes::default();
-        lanes_step(
+        lanes_step::<KNEE>(
             c, t_in, r_flow, &mut tail, &u8s, &rc8, &cap8, &bias8, &mut t8, &mut f8, &mut ot, &mut op, &mut oe,
         );
         temp[b..].copy_from_slice(&t8[..m]);
@@ -239,6 +286,7 @@ pub fn kernel_fast(c: &GpuConsts, g: &mut RackGpus<'_>) -> Option<RackSums> {
             acc.tmax[l] = acc.tmax[l].max(tail.tmax[l]);
             acc.rep[l] = acc.rep[l].max(tail.rep[l]);
             acc.ev[l] += tail.ev[l];
+            acc.tel[l] += tail.tel[l];
         }
     }
     if acc.ev.iter().any(|&e| e > 0) {
@@ -252,6 +300,7 @@ pub fn kernel_fast(c: &GpuConsts, g: &mut RackGpus<'_>) -> Option<RackSums> {
         near: acc.near.iter().sum(),
         t_max: acc.tmax.iter().copied().fold(f32::MIN, f32::max),
         reported_max: acc.rep.iter().copied().fold(f32::MIN, f32::max),
+        telemetry_w: acc.tel.iter().sum(),
     })
 }
 
@@ -265,6 +314,7 @@ struct Lanes {
     tmax: [f32; LANES],
     rep: [f32; LANES],
     ev: [u32; LANES],
+    tel: [f32; LANES],
 }
 
 impl Default for Lanes {
@@ -278,13 +328,14 @@ impl Default for Lanes {
             tmax: [f32::MIN; LANES],
             rep: [f32::MIN; LANES],
             ev: [0; LANES],
+            tel: [0.0; LANES],
         }
     }
 }
 
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-fn lanes_step(
+fn lanes_step<const KNEE: bool>(
     c: &GpuConsts,
     t_in: f32,
     r_flow: f32,
@@ -310,7 +361,7 @@ fn lanes_step(
         let t = temp[l];
         let f = flags[l];
         let u = util[l];
-        let o = one_fast(c, t_in, r_flow, u, t, r_cond[l], cap[l], f);
+        let o = one_fast::<KNEE>(c, t_in, r_flow, u, t, r_cond[l], cap[l], f);
         let crossing = o.alive & (f & THROTTLED == 0) & (o.t_new >= c.slow_c) & (t < c.slow_c);
         let dies = o.alive & (o.t_new >= c.shutdown_c);
         acc.ev[l] += (crossing | dies | o.deep) as u32;
@@ -325,7 +376,9 @@ fn lanes_step(
         let rep = round_fast(o.t_new + bias[l]);
         acc.rep[l] = if rep > acc.rep[l] { rep } else { acc.rep[l] };
         out_temp[l] = rep;
-        out_power[l] = round_fast(o.pw);
+        let p_tel = round_fast(o.pw);
+        out_power[l] = p_tel;
+        acc.tel[l] += p_tel;
         out_events[l] = events_bits(c, &o);
     }
 }
@@ -344,12 +397,16 @@ pub fn kernel_exact(c: &GpuConsts, g: &mut RackGpus<'_>, died: &mut Vec<u32>) ->
         let f = g.flags[i];
         let u = g.util[i];
         let rc = g.r_cond[i];
-        let mut o = one_fast(c, t_in, r_flow, u, t, rc, g.cap[i], f);
+        let mut o = if c.knee.is_some() {
+            one_fast::<true>(c, t_in, r_flow, u, t, rc, g.cap[i], f)
+        } else {
+            one_fast::<false>(c, t_in, r_flow, u, t, rc, g.cap[i], f)
+        };
         let throttled = f & THROTTLED != 0;
         if o.deep {
             // Deep cap: the exact power law.
             let p_cap = if throttled { o.pw / 0.6 } else { o.pw };
-            let p_dem = c.idle_w * (1.0 + c.beta * (t - 60.0)).max(0.2) + u * c.dyn_w;
+            let p_dem = c.static_w(t) + u * c.dyn_w;
             o.perf = (p_cap / p_dem).powf(c.alpha) * if throttled { 0.5 } else { 1.0 };
         }
         let p_cap = if throttled { o.pw / 0.6 } else { o.pw };
@@ -392,6 +449,7 @@ pub fn kernel_exact(c: &GpuConsts, g: &mut RackGpus<'_>, died: &mut Vec<u32>) ->
         s.reported_max = s.reported_max.max(rep);
         g.out_temp[i] = rep;
         g.out_power[i] = round_fast(o.pw);
+        s.telemetry_w += g.out_power[i];
         g.out_events[i] = events_bits(c, &o);
     }
     s
@@ -411,6 +469,16 @@ mod tests {
                 assert!((c.perf_taylor(x) - x.powf(a)).abs() < 5e-5, "x {x} a {a}");
             }
         }
+    }
+
+    #[test]
+    fn fast_exp_is_accurate_in_the_leakage_range() {
+        for i in -100..=100 {
+            let x = i as f32 / 100.0;
+            let rel = (fast_exp(x) - x.exp()).abs() / x.exp();
+            assert!(rel < 5e-5, "x {x} rel {rel}");
+        }
+        assert!((fast_exp(2.0) - 2.0f32.exp()).abs() / 2.0f32.exp() < 1e-3);
     }
 
     #[test]
@@ -436,10 +504,12 @@ mod tests {
 
     fn consts() -> GpuConsts {
         GpuConsts {
-            idle_w: 150.0,
+            static_fixed_w: 0.0,
+            leak60_w: 150.0,
+            kappa: 0.007,
             dyn_w: 850.0,
-            beta: 0.007,
             alpha: 0.82,
+            knee: None,
             slow_c: 89.0,
             release_c: 86.0,
             near_c: 84.0,

@@ -55,6 +55,7 @@
 //!   the KPI `fluid_loss_kg` makes them visible.
 
 use crate::hx::lag;
+use crate::plant::lag_mean_factor;
 use coolplane_core::dielectric::{fluid_by_name, DielectricFluid, P_ATM_PA};
 use coolplane_core::fluid::{pg25_lpm_to_kg_s, PG25_CP_J_KG_K};
 use coolplane_core::signals::{Reading, TankMeasurement};
@@ -113,7 +114,10 @@ pub struct Immersion {
     r_pkg: Vec<f32>,
     r_eff: Vec<f32>,
     dry: Vec<bool>,
-    step_out_j: f64,
+    step_in_j: f64,
+    step_cond_j: f64,
+    step_vent_j: f64,
+    step_leak_j: f64,
     step_lost_kg: f64,
     step_vented_kg: f64,
     step_max_gauge_kpa: f64,
@@ -122,8 +126,16 @@ pub struct Immersion {
 /// Fluid and pressure figures of one plant step, summed over tanks.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct TankStep {
-    /// Heat that left the tanks as vapour (relief, seals), J.
-    pub heat_out_j: f64,
+    /// Heat the boards put into the pools, J (rack power of the tanks' racks × time).
+    pub heat_in_j: f64,
+    /// Heat condensed onto the coils (into the skids' loops), J, from each coil's ε-NTU with its
+    /// water inlet and the pool temperature.
+    pub condensed_j: f64,
+    /// Heat that left as vapour through the relief valves, J (from the pool temperature above
+    /// the relief temperature × pool heat capacity).
+    pub vented_heat_j: f64,
+    /// Heat that left as vapour through seals and breathing, J (leak rate × latent heat).
+    pub leak_heat_j: f64,
     /// Fluid lost (relief venting, seals and breathing), kg.
     pub fluid_lost_kg: f64,
     /// Of which vented through the relief valve, kg.
@@ -204,7 +216,10 @@ impl Immersion {
             r_eff: r_pkg.clone(),
             r_pkg,
             dry: vec![false; topo.gpu_count],
-            step_out_j: 0.0,
+            step_in_j: 0.0,
+            step_cond_j: 0.0,
+            step_vent_j: 0.0,
+            step_leak_j: 0.0,
             step_lost_kg: 0.0,
             step_vented_kg: 0.0,
             step_max_gauge_kpa: 0.0,
@@ -268,7 +283,10 @@ impl Immersion {
                 self.tanks[ti].venting = false;
             }
         }
-        self.step_out_j = 0.0;
+        self.step_in_j = 0.0;
+        self.step_cond_j = 0.0;
+        self.step_vent_j = 0.0;
+        self.step_leak_j = 0.0;
         self.step_lost_kg = 0.0;
         self.step_vented_kg = 0.0;
         self.step_max_gauge_kpa = 0.0;
@@ -293,7 +311,14 @@ impl Immersion {
         let q_net = tank.q_it_w - q_leak;
         let t_old = tank.t_pool_c;
         let t_ss = t_w_in_c + q_net / g;
-        let mut t_new = lag(t_old, t_ss, h, c / g);
+        let tau = c / g;
+        let mut t_new = lag(t_old, t_ss, h, tau);
+        // Heat condensed onto the coil, from the coil's own ε-NTU with the water inlet and the
+        // pool temperature (mean of the exact lag over the sub-step): not "heat in minus storage",
+        // so the energy ledger's tank term checks it.
+        let t_mean = t_ss + (t_old - t_ss) * lag_mean_factor(h / tau);
+        let e_cond = g * (t_mean - t_w_in_c) * h;
+        // Relief: the pool is held at the relief temperature; the heat above it leaves as vapour.
         let mut e_vent = 0.0;
         if t_new > p.t_relief_c {
             e_vent = c * (t_new - p.t_relief_c);
@@ -304,19 +329,24 @@ impl Immersion {
         let vented_kg = e_vent / p.fluid.h_fg_j_kg;
         let lost_kg = vented_kg + leak_kg_s * h;
         tank.fluid_kg -= lost_kg;
-        self.step_out_j += e_vent + q_leak * h;
+        self.step_in_j += tank.q_it_w * h;
+        self.step_cond_j += e_cond;
+        self.step_vent_j += e_vent;
+        self.step_leak_j += q_leak * h;
         self.step_lost_kg += lost_kg;
         self.step_vented_kg += vented_kg;
         let gauge = (tank_pressure_pa(p, t_new) - P_ATM_PA) / 1000.0;
         self.step_max_gauge_kpa = self.step_max_gauge_kpa.max(gauge);
-        // What the pool did not keep or lose went onto the coil.
-        Some((q_net * h - e_vent - c * (t_new - t_old)) / h)
+        Some(e_cond / h)
     }
 
     /// Totals of the step since [`Immersion::begin_step`].
     pub fn step_totals(&self) -> TankStep {
         TankStep {
-            heat_out_j: self.step_out_j,
+            heat_in_j: self.step_in_j,
+            condensed_j: self.step_cond_j,
+            vented_heat_j: self.step_vent_j,
+            leak_heat_j: self.step_leak_j,
             fluid_lost_kg: self.step_lost_kg,
             fluid_vented_kg: self.step_vented_kg,
             max_gauge_kpa: self.step_max_gauge_kpa,

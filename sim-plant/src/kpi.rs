@@ -43,10 +43,27 @@ pub struct StepFlows {
     pub heat_reused_w: f64,
     /// Water consumed, L/s.
     pub water_l_per_s: f64,
-    /// Heat into the liquid loops this step (IT heat, pump and fan heat), J.
+    /// Heat into the liquid loops this step, J: IT energy at the meter (every watt a rack draws ends
+    /// as heat in the liquid or in room air picked up by the air handlers) plus the electrical power
+    /// of the CDU pumps, facility pumps and air-handler fans.
     pub heat_in_j: f64,
-    /// Heat out of the liquid loops this step (rejected, chilled, reused), J.
+    /// Heat out of the liquid loops this step, J, each term from its own device: the air side of
+    /// every rejection device (ε-NTU with its own temperatures and flows), chiller evaporators
+    /// (compressor power × COP) and heat-pump evaporators (heat-pump power × (COP − 1)).
     pub heat_out_j: f64,
+    /// Residual of the CDU loops this step, J: cold-plate heat + pump heat − HX heat (ε-NTU from
+    /// each HX's own temperatures and flows) − change of the CDU loops' stored heat.
+    pub cdu_residual_j: f64,
+    /// Residual of the facility loops this step, J: HX heat + air-side heat + pump and air-handler
+    /// heat − rejected, chilled and reused heat − change of the facility loops' stored heat.
+    pub facility_residual_j: f64,
+    /// Residual of the immersion tanks this step, J: boards' heat into the pools − heat condensed
+    /// on the coils (each coil's ε-NTU) − vented and seal-loss vapour heat − change of the pools'
+    /// stored heat (from pool temperatures); 0 without tanks.
+    pub tank_residual_j: f64,
+    /// IT power by the rack path, W: Σ over racks of the GPUs' own power telemetry plus node and
+    /// switch power, summed apart from the utility-meter path ([`StepFlows::it_w`]).
+    pub it_rack_path_w: f64,
     /// GPUs at or above slowdown (hardware slowdown in force) this step.
     pub throttled_gpus: u64,
     /// GPUs within 5 K of slowdown this step.
@@ -81,6 +98,10 @@ pub struct KpiAccumulator {
     water_l: f64,
     heat_in_j: f64,
     heat_out_j: f64,
+    cdu_residual_j: f64,
+    facility_residual_j: f64,
+    tank_residual_j: f64,
+    it_rack_path_j: f64,
     stored_start_j: f64,
     throttle_gpu_s: f64,
     near_throttle_gpu_s: f64,
@@ -103,6 +124,8 @@ pub struct KpiAccumulator {
     pub failed_jobs: u64,
     /// Setpoint writes received.
     pub setpoint_writes: u64,
+    /// Starts of the heat-rejection fans (after a stop).
+    pub rejection_fan_starts: u64,
     /// Setpoint writes rejected as out of range.
     pub rejected_writes: u64,
     /// Σ|Δ setpoint| of CDU supply setpoints, K.
@@ -111,7 +134,8 @@ pub struct KpiAccumulator {
     pub flow_setpoint_travel_lpm: f64,
     /// Σ|Δ setpoint| of facility supply setpoints, K.
     pub facility_setpoint_travel_k: f64,
-    /// Max |CDU supply − setpoint| outside settling windows, K.
+    /// Max |CDU supply − reference| at every step, K; the reference follows the setpoint at
+    /// most 1 K/min (`SUPPLY_REF_RAMP_K_PER_S`).
     pub supply_temp_max_dev_k: f64,
     /// Max true GPU die temperature seen, °C.
     pub gpu_temp_max_c: f64,
@@ -144,6 +168,10 @@ impl KpiAccumulator {
         self.water_l += f.water_l_per_s * dt;
         self.heat_in_j += f.heat_in_j;
         self.heat_out_j += f.heat_out_j;
+        self.cdu_residual_j += f.cdu_residual_j;
+        self.facility_residual_j += f.facility_residual_j;
+        self.tank_residual_j += f.tank_residual_j;
+        self.it_rack_path_j += f.it_rack_path_w * dt;
         self.throttle_gpu_s += f.throttled_gpus as f64 * dt;
         self.near_throttle_gpu_s += f.near_throttle_gpus as f64 * dt;
         self.work_done += f.work_done_gpu_s;
@@ -236,12 +264,31 @@ impl KpiAccumulator {
             heat_reused_kwh: self.heat_reused_j / J_PER_KWH,
             ere: ratio(self.facility_j - self.heat_reused_j, self.it_j),
             energy_balance_error_pct: if self.heat_in_j > 0.0 {
-                100.0 * imbalance.abs() / self.heat_in_j
+                100.0
+                    * imbalance
+                        .abs()
+                        .max(self.cdu_residual_j.abs())
+                        .max(self.facility_residual_j.abs())
+                        .max(self.tank_residual_j.abs())
+                    / self.heat_in_j
+            } else {
+                0.0
+            },
+            ledger_heat_in_kwh: self.heat_in_j / J_PER_KWH,
+            ledger_heat_out_kwh: self.heat_out_j / J_PER_KWH,
+            ledger_stored_kwh: stored / J_PER_KWH,
+            ledger_cdu_residual_kwh: self.cdu_residual_j / J_PER_KWH,
+            ledger_facility_residual_kwh: self.facility_residual_j / J_PER_KWH,
+            ledger_tank_residual_kwh: self.tank_residual_j / J_PER_KWH,
+            it_rack_path_kwh: self.it_rack_path_j / J_PER_KWH,
+            it_meter_error_pct: if self.it_j > 0.0 {
+                100.0 * (self.it_j - self.it_rack_path_j).abs() / self.it_j
             } else {
                 0.0
             },
             supply_temp_max_dev_k: self.supply_temp_max_dev_k,
             setpoint_writes: self.setpoint_writes,
+            rejection_fan_starts: self.rejection_fan_starts,
             rejected_writes: self.rejected_writes,
             supply_setpoint_travel_k: self.supply_setpoint_travel_k,
             flow_setpoint_travel_lpm: self.flow_setpoint_travel_lpm,
@@ -323,12 +370,42 @@ pub struct Kpis {
     pub heat_reused_kwh: f64,
     /// Energy reuse effectiveness.
     pub ere: f64,
-    /// |heat in − heat out − stored| / heat in over the window, %.
+    /// Energy-ledger error over the window, %: the largest of |heat in − heat out − stored|, the
+    /// CDU-loop, facility-loop and immersion-tank residuals, over heat in. Every term comes from its
+    /// own path (see [`StepFlows`]), so a lost or double-counted watt shows here.
     pub energy_balance_error_pct: f64,
-    /// Max |CDU supply − setpoint| outside settling windows, K.
+    /// Ledger: heat into the liquid loops (IT meter + pump and air-handler power), kWh.
+    #[serde(default)]
+    pub ledger_heat_in_kwh: f64,
+    /// Ledger: heat out (rejection devices' air side, chiller and heat-pump evaporators), kWh.
+    #[serde(default)]
+    pub ledger_heat_out_kwh: f64,
+    /// Ledger: change of heat stored in all loops (from loop temperatures), kWh.
+    #[serde(default)]
+    pub ledger_stored_kwh: f64,
+    /// Ledger: residual of the CDU loops, kWh.
+    #[serde(default)]
+    pub ledger_cdu_residual_kwh: f64,
+    /// Ledger: residual of the facility loops, kWh.
+    #[serde(default)]
+    pub ledger_facility_residual_kwh: f64,
+    /// Ledger: residual of the immersion tanks' pools, kWh (0 without tanks).
+    #[serde(default)]
+    pub ledger_tank_residual_kwh: f64,
+    /// IT energy by the rack path (GPU telemetry + node and switch power per rack), kWh.
+    #[serde(default)]
+    pub it_rack_path_kwh: f64,
+    /// |IT meter − rack path| / IT meter over the window, %.
+    #[serde(default)]
+    pub it_meter_error_pct: f64,
+    /// Max |CDU supply − reference| at every step, K; the reference follows the setpoint at
+    /// most 1 K/min (`SUPPLY_REF_RAMP_K_PER_S`).
     pub supply_temp_max_dev_k: f64,
     /// Setpoint writes received by the devices.
     pub setpoint_writes: u64,
+    /// Starts of the heat-rejection fans after a stop (minimum on/off time `FAN_MIN_ON_OFF_S`).
+    #[serde(default)]
+    pub rejection_fan_starts: u64,
     /// Setpoint writes rejected as out of range.
     pub rejected_writes: u64,
     /// Actuator travel: Σ|Δ CDU supply setpoint|, K.

@@ -26,4 +26,4 @@ pub mod perf_fit;
 pub mod plant;
 pub mod workload;
 
-pub use plant::{Plant, PlantError, PowerBreakdown};
+pub use plant::{InjectedError, Plant, PlantError, PowerBreakdown};

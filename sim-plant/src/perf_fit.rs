@@ -127,6 +127,10 @@ pub struct ZeusFitReport {
     pub per_model: Vec<(String, PerfFit)>,
     /// Fit over the points of all files together.
     pub combined: PerfFit,
+    /// Knee curve of each file (GPU type), in input order.
+    pub per_model_knee: Vec<(String, KneeFit)>,
+    /// Knee curve over all files together.
+    pub combined_knee: KneeFit,
 }
 
 /// Relative performance `(P/P_dem)^α` of a GPU drawing `power_w` whose uncapped demand is
@@ -324,6 +328,136 @@ pub fn fit_alpha(points: &[PowerSweepPoint]) -> Result<PerfFit, PerfFitError> {
     })
 }
 
+/// The knee curve of performance under a power cap: with `x = P/P_dem` the drawn over the
+/// uncapped power,
+/// `perf = 1 − s₁·(1 − x)` for `x ≥ x_k` (shallow caps: clocks fall, throughput hardly) and
+/// `perf = max(0, 1 − s₁·(1 − x_k) − s₂·(x_k − x))` below the knee (deep caps).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct KneeCurve {
+    /// Slope above the knee (performance lost per unit of power ratio removed).
+    pub shallow_slope: f64,
+    /// Power ratio of the knee.
+    pub knee: f64,
+    /// Slope below the knee.
+    pub deep_slope: f64,
+}
+
+impl KneeCurve {
+    /// Relative performance at power ratio `x` (1 at `x ≥ 1`).
+    pub fn perf(&self, x: f64) -> f64 {
+        let x = x.min(1.0);
+        if x >= self.knee {
+            1.0 - self.shallow_slope * (1.0 - x)
+        } else {
+            (1.0 - self.shallow_slope * (1.0 - self.knee) - self.deep_slope * (self.knee - x)).max(0.0)
+        }
+    }
+}
+
+/// Power ratio from which a cap counts as shallow in the knee fit's report (removes ≤ 20 %).
+pub const SHALLOW_RATIO: f64 = 0.8;
+
+/// Result of [`fit_knee`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct KneeFit {
+    /// The fitted curve.
+    pub curve: KneeCurve,
+    /// Points used (the same filter as [`fit_alpha`]).
+    pub points: usize,
+    /// RMSE of performance over all points.
+    pub rmse_perf: f64,
+    /// RMSE of performance over the shallow caps (`x ≥` [`SHALLOW_RATIO`]).
+    pub rmse_shallow: f64,
+    /// Points with a shallow cap.
+    pub shallow_points: usize,
+    /// Largest absolute error.
+    pub max_abs_err_perf: f64,
+    /// RMSE of every point against the mean of its neighbours within ±0.025 of power ratio: the
+    /// scatter between workloads at the same power ratio, which no curve of `x` alone can remove.
+    pub noise_floor_rmse: f64,
+}
+
+/// Fits a [`KneeCurve`] by least squares of performance (grid search, then a finer grid around
+/// the best point) over the points [`fit_alpha`] uses.
+pub fn fit_knee(points: &[PowerSweepPoint]) -> Result<KneeFit, PerfFitError> {
+    let pts: Vec<(f64, f64)> = usable_points(points)
+        .iter()
+        .flat_map(|(_, v)| v.iter().map(|&(lx, lp)| (lx.exp(), lp.exp())))
+        .collect();
+    if pts.is_empty() {
+        return Err(PerfFitError::NoUsablePoints(format!(
+            "none of {} rows has a binding cap",
+            points.len()
+        )));
+    }
+    let sse = |c: &KneeCurve| pts.iter().map(|&(x, p)| (c.perf(x) - p).powi(2)).sum::<f64>();
+    let mut best = (
+        f64::INFINITY,
+        KneeCurve {
+            shallow_slope: 0.0,
+            knee: 1.0,
+            deep_slope: 1.0,
+        },
+    );
+    // Coarse grid, then two refinements around the best point.
+    let (mut s1_0, mut s1_w, mut k_0, mut k_w, mut s2_0, mut s2_w) = (0.0, 1.0, 0.4, 0.6, 0.0, 4.0);
+    for _ in 0..3 {
+        let n = 24;
+        for i in 0..=n {
+            for j in 0..=n {
+                for l in 0..=n {
+                    let c = KneeCurve {
+                        shallow_slope: (s1_0 + s1_w * i as f64 / n as f64).max(0.0),
+                        knee: (k_0 + k_w * j as f64 / n as f64).clamp(0.05, 1.0),
+                        deep_slope: (s2_0 + s2_w * l as f64 / n as f64).max(0.0),
+                    };
+                    let e = sse(&c);
+                    if e < best.0 {
+                        best = (e, c);
+                    }
+                }
+            }
+        }
+        let c = best.1;
+        (s1_w, k_w, s2_w) = (s1_w / 6.0, k_w / 6.0, s2_w / 6.0);
+        (s1_0, k_0, s2_0) = (
+            c.shallow_slope - s1_w / 2.0,
+            c.knee - k_w / 2.0,
+            c.deep_slope - s2_w / 2.0,
+        );
+    }
+    let c = best.1;
+    let n = pts.len() as f64;
+    let shallow: Vec<f64> = pts
+        .iter()
+        .filter(|(x, _)| *x >= SHALLOW_RATIO)
+        .map(|&(x, p)| c.perf(x) - p)
+        .collect();
+    let floor: f64 = pts
+        .iter()
+        .map(|&(x, p)| {
+            let (sum, k) = pts
+                .iter()
+                .filter(|(y, _)| (y - x).abs() < 0.025)
+                .fold((0.0, 0usize), |(s, k), (_, q)| (s + q, k + 1));
+            (p - sum / k as f64).powi(2)
+        })
+        .sum();
+    Ok(KneeFit {
+        curve: c,
+        points: pts.len(),
+        rmse_perf: (best.0 / n).sqrt(),
+        rmse_shallow: if shallow.is_empty() {
+            f64::NAN
+        } else {
+            (shallow.iter().map(|e| e * e).sum::<f64>() / shallow.len() as f64).sqrt()
+        },
+        shallow_points: shallow.len(),
+        max_abs_err_perf: pts.iter().map(|&(x, p)| (c.perf(x) - p).abs()).fold(0.0, f64::max),
+        noise_floor_rmse: (floor / n).sqrt(),
+    })
+}
+
 /// Parses several Zeus summaries, given as `(model tag, csv text)`, and fits each alone and all
 /// together (workload keys are prefixed with the tag so that models never merge).
 pub fn fit_zeus_models(models: &[(&str, &str)]) -> Result<ZeusFitReport, PerfFitError> {
@@ -335,7 +469,17 @@ pub fn fit_zeus_models(models: &[(&str, &str)]) -> Result<ZeusFitReport, PerfFit
         all.extend(pts);
     }
     let combined = fit_alpha(&all)?;
-    Ok(ZeusFitReport { per_model, combined })
+    let mut per_model_knee = Vec::new();
+    for (tag, csv) in models {
+        per_model_knee.push((tag.to_string(), fit_knee(&parse_zeus_summary_tagged(csv, tag)?)?));
+    }
+    let combined_knee = fit_knee(&all)?;
+    Ok(ZeusFitReport {
+        per_model,
+        combined,
+        per_model_knee,
+        combined_knee,
+    })
 }
 
 #[cfg(test)]
@@ -492,6 +636,61 @@ mod tests {
         assert_eq!(capped_perf(100.0, 0.0, 0.8), 1.0);
         assert!((capped_perf(125.0, 250.0, 1.0) - 0.5).abs() < 1e-12);
         assert_eq!(capped_perf(-5.0, 250.0, 0.8), 0.0);
+    }
+
+    /// The knee curve per GPU type captures the flat region of shallow caps: on the caps that
+    /// remove ≤ 20 % of power its RMSE is ≤ 0.05 for both GPU types, and over all caps it is within
+    /// 0.01 of the scatter between workloads at the same power ratio (the noise floor that no curve
+    /// of the power ratio alone can beat), and better than the single exponent.
+    #[test]
+    fn real_zeus_files_knee_fits_the_flat_region() {
+        let a40_path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/data/summary_power_a40.csv");
+        let v100_path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/data/summary_power_v100.csv");
+        let (Some(a40), Some(v100)) = (
+            read_data("summary_power_a40.csv", a40_path),
+            read_data("summary_power_v100.csv", v100_path),
+        ) else {
+            return;
+        };
+        let report = fit_zeus_models(&[("A40", &a40), ("V100", &v100)]).unwrap();
+        for ((tag, k), (_, a)) in report.per_model_knee.iter().zip(&report.per_model) {
+            println!("{tag}: {k:?}");
+            assert!(k.rmse_shallow <= 0.05, "{tag}: shallow RMSE {}", k.rmse_shallow);
+            assert!(k.shallow_points >= 20, "{tag}");
+            assert!(
+                k.rmse_perf <= k.noise_floor_rmse + 0.01,
+                "{tag}: {} vs floor {}",
+                k.rmse_perf,
+                k.noise_floor_rmse
+            );
+            assert!(
+                k.rmse_perf < a.rmse_perf,
+                "{tag}: knee {} vs power law {}",
+                k.rmse_perf,
+                a.rmse_perf
+            );
+            // The flat region: a cap that removes 16 % of power costs a few % of performance.
+            let p84 = k.curve.perf(0.84);
+            assert!(p84 > 0.93 && p84 < 1.0, "{tag}: perf at 0.84 = {p84}");
+        }
+    }
+
+    #[test]
+    fn knee_curve_is_continuous_and_monotone() {
+        let c = KneeCurve {
+            shallow_slope: 0.2,
+            knee: 0.75,
+            deep_slope: 1.8,
+        };
+        let mut last = 0.0;
+        for i in 0..=100 {
+            let x = i as f64 / 100.0;
+            let p = c.perf(x);
+            assert!(p >= last - 1e-12 && (0.0..=1.0).contains(&p), "x {x} p {p}");
+            last = p;
+        }
+        assert!((c.perf(0.75 - 1e-9) - c.perf(0.75)).abs() < 1e-6);
+        assert_eq!(c.perf(1.0), 1.0);
     }
 
     /// On the published Zeus sweeps the combined fit reproduces [`DEFAULT_PERF_ALPHA`].

@@ -34,10 +34,20 @@ use thiserror::Error;
 
 /// Longest sub-step of the CDU and facility loops, s.
 pub const SUBSTEP_MAX_S: f64 = 5.0;
+/// After a fault starts or ends, or a standby pump finishes starting, the whole plant runs in
+/// sub-steps of at most [`EVENT_SUBSTEP_S`] for this long, s.
+pub const EVENT_WINDOW_S: f64 = 600.0;
+/// Sub-step of the whole plant (GPUs and loops) inside an event window, s: short against the pump
+/// inertia (2 s) and the die time constant, so the GPUs see the flow of the current second.
+pub const EVENT_SUBSTEP_S: f64 = 1.0;
+/// Minimum on time and minimum off time of the heat-rejection fans, s.
+pub const FAN_MIN_ON_OFF_S: f64 = 300.0;
 /// A GPU that shut down restarts after this long, s.
 pub const GPU_RESTART_S: f64 = 600.0;
-/// Supply-temperature deviations are not scored for this long after a setpoint change, s.
-pub const SETTLING_S: f64 = 900.0;
+/// Supply stability is scored at every step against a reference that follows the CDU supply
+/// setpoint at most this fast, K/s (1 K/min): a setpoint change is not a licence to deviate, and a
+/// controller that writes often is scored like one that writes rarely.
+pub const SUPPLY_REF_RAMP_K_PER_S: f64 = 1.0 / 60.0;
 const PUMP_INERTIA_TAU_S: f64 = 2.0;
 const VALVE_MIN: f64 = 0.05;
 const FILM_EXPONENT: f64 = 0.7;
@@ -118,7 +128,7 @@ struct CduState {
     sp_flow_lpm: f64,
     last_heartbeat_s: f64,
     fallback: bool,
-    sp_changed_at: f64,
+    sp_ref: f64,
     fouling_rate_per_s: f64,
     fouling_frac: f64,
     extra_fouling_frac: f64,
@@ -141,6 +151,9 @@ struct HallState {
     fan: f64,
     fan_i: f64,
     fan_avail: f64,
+    fans_on: bool,
+    fan_state_s: f64,
+    coil_frac: f64,
     adiabatic: bool,
     chiller: bool,
     sat_timer_s: f64,
@@ -160,6 +173,26 @@ struct HallState {
     water_l_s: f64,
     bias: f64,
     meas_lag: f64,
+}
+
+/// A deliberate error put into the plant's physics or metering, so that tests can show the
+/// energy ledger and the IT-meter check fail when a watt is lost or counted twice. Never used
+/// outside tests; [`Plant::inject_error`] sets it.
+#[doc(hidden)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum InjectedError {
+    /// The plant is as built.
+    #[default]
+    None,
+    /// The CDU loops forget the heat of their own pumps.
+    DropCduPumpHeat,
+    /// The facility water receives the racks' air-side heat twice.
+    DoubleAirHeat,
+    /// The utility meter's IT path leaves out the first rack.
+    MeterDropsRack,
+    /// An immersion tank's skid loop receives only 90 % of the heat condensed on its coil (the
+    /// pool still gives up all of it).
+    DropCondenserHeat,
 }
 
 /// Electrical and cooling power of the last step, W (true values, for tests and validation).
@@ -233,6 +266,13 @@ pub struct Plant {
     last_dt_s: f64,
     /// Two-phase immersion tanks (halls with `[halls.immersion]`), see [`crate::immersion`].
     immersion: Option<Immersion>,
+    injected: InjectedError,
+    fine_until_s: f64,
+    dead_acc: Vec<u32>,
+    leakage_scale: f64,
+    it_rack_path_w: f64,
+    scratch_cdu: Vec<[f64; 2]>,
+    scratch_hall: Vec<[f64; 10]>,
 }
 
 impl Plant {
@@ -302,7 +342,7 @@ impl Plant {
                 sp_flow_lpm: sp_flow,
                 last_heartbeat_s: 0.0,
                 fallback: false,
-                sp_changed_at: f64::NEG_INFINITY,
+                sp_ref: h.cdu.supply_setpoint_c,
                 fouling_rate_per_s: h.cdu.fouling_pct_per_year / 100.0 * fouling_mult / SECONDS_PER_YEAR,
                 fouling_frac: 0.0,
                 extra_fouling_frac: 0.0,
@@ -332,6 +372,9 @@ impl Plant {
                 fan: 0.5,
                 fan_i: 0.5,
                 fan_avail: 1.0,
+                fans_on: true,
+                fan_state_s: FAN_MIN_ON_OFF_S,
+                coil_frac: 1.0,
                 sp_remote: sp,
                 sp,
                 bias: rng.sample::<f64, _>(StandardNormal) * site.sensors.temp_bias_k,
@@ -392,6 +435,13 @@ impl Plant {
             t_s: 0.0,
             last_dt_s: 1.0,
             immersion,
+            injected: InjectedError::None,
+            fine_until_s: f64::NEG_INFINITY,
+            dead_acc: Vec::new(),
+            leakage_scale: 1.0,
+            it_rack_path_w: 0.0,
+            scratch_cdu: Vec::new(),
+            scratch_hall: Vec::new(),
             rng,
             topo,
         };
@@ -423,6 +473,20 @@ impl Plant {
         }
         for h in &mut self.halls {
             h.last_heartbeat_s = t_s;
+        }
+    }
+
+    /// Put a deliberate error into the physics or the metering (tests of the self-checks only).
+    #[doc(hidden)]
+    pub fn inject_error(&mut self, e: InjectedError) {
+        self.injected = e;
+    }
+
+    /// Scale the GPUs' leakage temperature coefficient κ (sensitivity studies; 1 = the site's
+    /// value). Non-finite or negative scales are ignored.
+    pub fn set_leakage_scale(&mut self, scale: f64) {
+        if scale.is_finite() && scale >= 0.0 {
+            self.leakage_scale = scale;
         }
     }
 
@@ -575,8 +639,14 @@ impl Plant {
         state + telemetry
     }
 
-    /// Thermal energy stored in all liquid loops relative to 0 °C, J.
+    /// Thermal energy stored in all liquid loops and immersion pools relative to 0 °C, J.
     pub fn stored_heat_j(&self) -> f64 {
+        let (c, h) = self.stored_heat_split_j();
+        c + h + self.stored_heat_tanks_j()
+    }
+
+    /// Thermal energy stored in the CDU loops and in the facility loops, J (from loop temperatures).
+    fn stored_heat_split_j(&self) -> (f64, f64) {
         let c: f64 = self
             .cdus
             .iter()
@@ -589,7 +659,13 @@ impl Plant {
             .enumerate()
             .map(|(i, h)| self.rej_params[self.topo.halls[i].spec].c_facility_j_k * h.t_sup)
             .sum();
-        c + h + self.immersion.as_ref().map_or(0.0, Immersion::stored_heat_j)
+        (c, h)
+    }
+
+    /// Thermal energy stored in the immersion tanks' pools (fluid, hardware, shell), J (from pool
+    /// temperatures); 0 without tanks.
+    fn stored_heat_tanks_j(&self) -> f64 {
+        self.immersion.as_ref().map_or(0.0, Immersion::stored_heat_j)
     }
 
     /// The two-phase immersion tanks, if the site has any (true state, for validation and tests).
@@ -605,25 +681,79 @@ impl Plant {
     // ---- stepping -----------------------------------------------------------------------
 
     /// Advance the plant by `dt_s` under outdoor conditions `ambient` and the supervisor's `actions`.
+    ///
+    /// Events are exact in time: a step is split at every fault start or end and at the moment a
+    /// standby pump finishes starting, and for [`EVENT_WINDOW_S`] after any such event the whole
+    /// plant (GPUs included, so they see the flow of the current second) runs in sub-steps of at
+    /// most [`EVENT_SUBSTEP_S`]. Away from events a step is one piece, as fast as before.
     pub fn step(&mut self, dt_s: f64, ambient: &WeatherSample, actions: &Actions) {
         let dt = if dt_s.is_finite() && dt_s > 0.0 { dt_s } else { return };
-        self.apply_faults();
-        self.apply_actions(actions);
+        let t_end = self.t_s + dt;
+        let mut dead = std::mem::take(&mut self.dead_acc);
+        dead.clear();
+        let mut first = true;
         let mut amb = *ambient;
-        amb.dry_bulb_c += self.heat_wave_k;
-        amb.wet_bulb_c += self.heat_wave_k;
-        self.ambient_seen = amb;
-        self.update_fail_safes();
-        let work = self.step_gpus(dt);
-        let flows = self.step_loops(dt, &amb);
-        self.t_s += dt;
-        self.last_dt_s = dt;
-        let step = self.electrical(dt, flows, work);
-        if self.scoring {
-            self.kpi.add(&step);
-            self.score_supply_deviation();
+        while self.t_s < t_end - 1e-9 {
+            let t = self.t_s;
+            // Faults first: a fault starting now sets the event window and the standby's start.
+            self.apply_faults();
+            let mut h = t_end - t;
+            if self.fine_until_s > t {
+                h = h.min(EVENT_SUBSTEP_S);
+            }
+            if let Some(ev) = self.next_event_after(t) {
+                if ev < t + h - 1e-9 {
+                    h = ev - t;
+                }
+            }
+            if t_end - (t + h) < 1e-9 {
+                h = t_end - t;
+            }
+            if first {
+                self.apply_actions(actions);
+                first = false;
+            }
+            amb = *ambient;
+            amb.dry_bulb_c += self.heat_wave_k;
+            amb.wet_bulb_c += self.heat_wave_k;
+            self.ambient_seen = amb;
+            self.update_fail_safes();
+            let work = self.step_gpus(h);
+            dead.extend_from_slice(&self.newly_dead);
+            let flows = self.step_loops(h, &amb);
+            self.t_s = if t_end - (t + h) < 1e-9 { t_end } else { t + h };
+            self.last_dt_s = h;
+            let step = self.electrical(h, flows, work);
+            self.advance_supply_reference(h);
+            if self.scoring {
+                self.kpi.add(&step);
+                self.score_supply_deviation();
+            }
         }
+        std::mem::swap(&mut self.newly_dead, &mut dead);
+        self.dead_acc = dead;
+        self.last_dt_s = dt;
         self.measure(&amb);
+    }
+
+    /// The next fault start or end, or standby-pump start, strictly after `t`.
+    fn next_event_after(&self, t: f64) -> Option<f64> {
+        let mut next = f64::INFINITY;
+        for f in &self.faults {
+            for e in [Some(f.start_s), f.end_s].into_iter().flatten() {
+                if e > t + 1e-9 && e < next {
+                    next = e;
+                }
+            }
+        }
+        for c in &self.cdus {
+            if let Some(u) = c.failover_until {
+                if u > t + 1e-9 && u < next {
+                    next = u;
+                }
+            }
+        }
+        next.is_finite().then_some(next)
     }
 
     fn apply_faults(&mut self) {
@@ -645,6 +775,9 @@ impl Plant {
             let active = f.active(t);
             let was = self.fault_active[i];
             self.fault_active[i] = active;
+            if active != was {
+                self.fine_until_s = self.fine_until_s.max(t + EVENT_WINDOW_S);
+            }
             match f.fault {
                 FaultKind::PumpTrip { cdu } => {
                     let Some(c) = self.cdus.get_mut(cdu as usize) else {
@@ -697,13 +830,18 @@ impl Plant {
             }
         }
         // Standby pumps finish starting.
+        let mut started = false;
         for c in &mut self.cdus {
             if let Some(until) = c.failover_until {
-                if t >= until {
+                if t >= until - 1e-9 {
                     c.running += 1;
                     c.failover_until = None;
+                    started = true;
                 }
             }
+        }
+        if started {
+            self.fine_until_s = self.fine_until_s.max(t + EVENT_WINDOW_S);
         }
     }
 
@@ -796,9 +934,6 @@ impl Plant {
             } else {
                 (c.sp_supply_remote, c.sp_flow_remote_lpm)
             };
-            if (sp - c.sp_supply).abs() > 0.05 {
-                c.sp_changed_at = t;
-            }
             c.sp_supply = sp;
             c.sp_flow_lpm = fl;
         }
@@ -816,10 +951,10 @@ impl Plant {
     /// GPUs and racks. Returns (work done, work demanded, throttled, near) for the step.
     fn step_gpus(&mut self, dt: f64) -> (f64, f64, u64, u64) {
         let g = &self.site.gpu;
-        let idle = g.idle_w as f32;
+        let (idle_w64, dyn_w64) = (g.idle_w, g.tdp_w - g.idle_w);
         let dyn_w = (g.tdp_w - g.idle_w) as f32;
-        let beta = g.leakage_per_k as f32;
         let alpha = g.perf_alpha as f32;
+        let leak60 = g.leakage_at_60c_w();
         let slow = g.slowdown_c as f32;
         let release = (g.slowdown_c - g.slowdown_hysteresis_k) as f32;
         let near = (g.slowdown_c - 5.0) as f32;
@@ -849,10 +984,12 @@ impl Plant {
             }
         });
         let consts = GpuConsts {
-            idle_w: idle,
+            static_fixed_w: (g.idle_w - leak60) as f32,
+            leak60_w: leak60 as f32,
+            kappa: (g.leakage_kappa() * self.leakage_scale) as f32,
             dyn_w,
-            beta,
             alpha,
+            knee: g.perf_knee.map(|k| k.map(|v| v as f32)),
             slow_c: slow,
             release_c: release,
             near_c: near,
@@ -870,6 +1007,7 @@ impl Plant {
         telemetry.util.copy_from_slice(&self.gpu_util);
         let (mut work, mut demand, mut thr_n, mut near_n) = (0.0f64, 0.0f64, 0u64, 0u64);
         let mut max_all = f32::MIN;
+        let mut rack_path_w = 0.0f64;
         let mut died = Vec::new();
         for (r, rack) in self.topo.racks.iter().enumerate() {
             let spec_idx = self.topo.halls[rack.hall].spec;
@@ -925,9 +1063,14 @@ impl Plant {
                     s
                 }
             };
-            rstate.power_w = sums.power_w as f64 * (1.0 + rs.node_overhead_frac)
+            // Node overhead (CPUs, memory, NICs, fans) follows the jobs' activity, not the GPU die
+            // temperature: a fraction of the GPUs' leakage-free demand (idle + u·dynamic).
+            let node_w = rs.node_overhead_frac * (n as f64 * idle_w64 + sums.demand as f64 * dyn_w64)
                 + rs.nodes_per_rack as f64 * rs.node_base_w
                 + rs.switch_w;
+            rstate.power_w = sums.power_w as f64 + node_w;
+            // The rack path of the IT-meter check: the GPUs' own power telemetry (whole watts).
+            rack_path_w += sums.telemetry_w as f64 + node_w;
             rstate.gpu_max_true_c = sums.t_max;
             rstate.gpu_max_reported_c = sums.reported_max;
             work += sums.work as f64 * dt;
@@ -937,6 +1080,7 @@ impl Plant {
             max_all = max_all.max(sums.t_max);
         }
         telemetry.power_limit_w.copy_from_slice(&self.gpu_cap);
+        self.it_rack_path_w = rack_path_w;
         for &gpu in &self.newly_dead {
             self.restarts.push((gpu, t_end + GPU_RESTART_S));
         }
@@ -969,13 +1113,36 @@ impl Plant {
             self.cdus[rack.cdu].q_liq_w += f_liq * pw + pickup;
             self.halls[rack.hall].air_heat_w += (1.0 - f_liq) * pw - pickup;
         }
+        // Per-CDU [HX heat, pump heat] and per-hall accumulators, J (reused buffers: no allocation
+        // per step once sized).
+        let mut cdu_acc = std::mem::take(&mut self.scratch_cdu);
+        cdu_acc.clear();
+        cdu_acc.resize(self.cdus.len(), [0.0; 2]);
+        let mut hall_acc = std::mem::take(&mut self.scratch_hall);
+        hall_acc.clear();
+        hall_acc.resize(self.halls.len(), [0.0; 10]);
+        let (stored_cdu_0, stored_fac_0) = self.stored_heat_split_j();
+        let stored_tank_0 = self.stored_heat_tanks_j();
+        // Heat into the liquid: cold plates (into CDU loops) and, for immersion tanks, the boards'
+        // heat into the pools (the tank's skid loop gets the coil's condensed heat instead).
+        let liquid_j: f64 = self.cdus.iter().map(|c| c.q_liq_w).sum::<f64>() * dt;
+        let plates_j: f64 = match &self.immersion {
+            Some(im) => {
+                self.cdus
+                    .iter()
+                    .enumerate()
+                    .filter(|(ci, _)| !im.is_tank(*ci))
+                    .map(|(_, c)| c.q_liq_w)
+                    .sum::<f64>()
+                    * dt
+            }
+            None => liquid_j,
+        };
         if let Some(im) = self.immersion.as_mut() {
             let cdus = &self.cdus;
             im.begin_step(|ci| cdus[ci].q_liq_w);
         }
-        let mut cdu_e_hx = vec![0.0f64; self.cdus.len()];
-        let mut cdu_e_pump = vec![0.0f64; self.cdus.len()];
-        let mut hall_acc = vec![[0.0f64; 8]; self.halls.len()];
+        let injected = self.injected;
         for _ in 0..n_sub {
             for (hi, hall) in self.topo.halls.iter().enumerate() {
                 let spec_idx = hall.spec;
@@ -1019,26 +1186,38 @@ impl Plant {
                     let c_h = m_h * PG25_CP_J_KG_K;
                     let a = counterflow_conductance(ua, c_h, m_c * WATER_CP_J_KG_K);
                     // Loop: C·dT/dt = Q_in − a·(T + Q_in/C_h − T_fac), stepped exactly.
-                    // Immersion hook: a tank's skid takes the heat condensed on its coil.
-                    let q_src = self
-                        .immersion
-                        .as_mut()
-                        .and_then(|im| im.substep(ci, c.t_sup, c.flow_kg_s, h))
-                        .unwrap_or(c.q_liq_w);
-                    let q_in = q_src + pump_w;
-                    let t_old = c.t_sup;
-                    let t_new = if a > 1e-9 {
-                        let t_ss = t_fac + q_in * (1.0 - a / c_h) / a;
-                        lag(t_old, t_ss, h, p.c_loop_j_k / a)
+                    let pump_heat_w = if injected == InjectedError::DropCduPumpHeat {
+                        0.0
                     } else {
-                        t_old + q_in * h / p.c_loop_j_k
+                        pump_w
+                    };
+                    // Immersion hook: a tank's skid takes the heat condensed on its coil.
+                    let q_src = match self.immersion.as_mut() {
+                        Some(im) => match im.substep(ci, c.t_sup, c.flow_kg_s, h) {
+                            Some(q) if injected == InjectedError::DropCondenserHeat => 0.9 * q,
+                            Some(q) => q,
+                            None => c.q_liq_w,
+                        },
+                        None => c.q_liq_w,
+                    };
+                    let q_in = q_src + pump_heat_w;
+                    let t_old = c.t_sup;
+                    // The HX heat comes from its own inlet temperatures and flows (ε-NTU:
+                    // a·(T_return − T_facility)), integrated exactly over the sub-step with the mean
+                    // of the lagging loop temperature; it is not "heat in minus storage".
+                    let (t_new, e_hx) = if a > 1e-9 {
+                        let t_ss = t_fac + q_in * (1.0 - a / c_h) / a;
+                        let tau = p.c_loop_j_k / a;
+                        let t_mean = t_ss + (t_old - t_ss) * lag_mean_factor(h / tau);
+                        (lag(t_old, t_ss, h, tau), a * (t_mean + q_in / c_h - t_fac) * h)
+                    } else {
+                        (t_old + q_in * h / p.c_loop_j_k, 0.0)
                     };
                     c.t_sup = t_new;
                     c.t_ret = t_new + q_in / c_h;
                     c.fac_in_c = t_fac;
-                    let e_hx = q_in * h - p.c_loop_j_k * (t_new - t_old);
-                    cdu_e_hx[ci] += e_hx;
-                    cdu_e_pump[ci] += pump_w * h;
+                    cdu_acc[ci][0] += e_hx;
+                    cdu_acc[ci][1] += pump_w * h;
                     q_to_fac += e_hx / h;
                     fac_flow += m_c;
                 }
@@ -1049,9 +1228,14 @@ impl Plant {
                 let c_w = m_f * WATER_CP_J_KG_K;
                 let fac_pump_w = rp.pump_design_w * (m_f / rp.m_facility_design_kg_s).powi(3);
                 let ahu_w = spec.air.fan_kw_per_kw * hs.air_heat_w;
-                let q_in_f = q_to_fac + hs.air_heat_w + ahu_w + fac_pump_w;
+                let air_w = if injected == InjectedError::DoubleAirHeat {
+                    2.0 * hs.air_heat_w
+                } else {
+                    hs.air_heat_w
+                };
+                let q_in_f = q_to_fac + air_w + ahu_w + fac_pump_w;
                 // Heat reuse: the heat pump takes what district heating asks for from the return water.
-                let (q_reuse, hp_w) = match &fw.heat_reuse {
+                let (q_reuse, hp_w, hp_cop) = match &fw.heat_reuse {
                     Some(hr) => {
                         let demand = hr.capacity_kw
                             * 1000.0
@@ -1064,9 +1248,9 @@ impl Plant {
                         let t_src = hs.t_sup + q_in_f / c_w + KELVIN;
                         let t_hot = hr.delivery_c + KELVIN;
                         let cop = (hr.carnot_efficiency * t_hot / (t_hot - t_src).max(1.0)).clamp(1.5, 8.0);
-                        (q, q / (cop - 1.0))
+                        (q, q / (cop - 1.0), cop)
                     }
-                    None => (0.0, 0.0),
+                    None => (0.0, 0.0, 1.0),
                 };
                 // Primary heat rejection.
                 let fan_eff = hs.fan * hs.fan_avail;
@@ -1080,7 +1264,9 @@ impl Plant {
                 };
                 let c_air = rp.c_air_full * fan_eff.max(0.02);
                 let ua = rp.ua_full * fan_eff.max(0.02).powf(0.8);
-                let a = counterflow_conductance(ua, c_w, c_air);
+                // In winter the fans sit at minimum speed and a bypass valve sends only part of
+                // the water through the coils (heat rejected scales with the coil share).
+                let a = counterflow_conductance(ua, c_w, c_air) * hs.coil_frac;
                 let net_in = q_in_f - q_reuse;
                 // Trim chiller: removes what free cooling leaves above the setpoint.
                 let t_after_free = hs.t_sup + net_in / c_w - a * (hs.t_sup + net_in / c_w - t_air) / c_w;
@@ -1088,7 +1274,7 @@ impl Plant {
                     (Some(ch), true) => (c_w * (t_after_free - hs.sp)).clamp(0.0, ch.capacity_kw * 1000.0),
                     _ => 0.0,
                 };
-                let chiller_w = match &fw.chiller {
+                let (chiller_w, chiller_cop) = match &fw.chiller {
                     Some(ch) if q_ch > 0.0 => {
                         let t_evap = hs.sp - 3.0 + KELVIN;
                         let t_cond = if ch.condenser == "water-cooled" {
@@ -1101,22 +1287,25 @@ impl Plant {
                         } else {
                             ch.cop_max
                         };
-                        q_ch / cop.max(1.0)
+                        (q_ch / cop.max(1.0), cop.max(1.0))
                     }
-                    _ => 0.0,
+                    _ => (0.0, 1.0),
                 };
                 let c_f = rp.c_facility_j_k;
                 let t_old = hs.t_sup;
-                let t_new = if a > 1e-9 {
+                // Rejected heat from the device's own inlet temperatures and capacity rates
+                // (ε-NTU: a·(T_water,in − T_air,in)), integrated exactly over the sub-step.
+                let (t_new, e_rej) = if a > 1e-9 {
                     let t_ss = t_air - net_in / c_w + (net_in - q_ch) / a;
-                    lag(t_old, t_ss, h, c_f / a)
+                    let tau = c_f / a;
+                    let t_mean = t_ss + (t_old - t_ss) * lag_mean_factor(h / tau);
+                    (lag(t_old, t_ss, h, tau), a * (t_mean + net_in / c_w - t_air) * h)
                 } else {
-                    t_old + (net_in - q_ch) * h / c_f
+                    (t_old + (net_in - q_ch) * h / c_f, 0.0)
                 };
                 hs.t_sup = t_new;
                 hs.t_ret = t_new + q_in_f / c_w;
                 hs.flow_kg_s = m_f;
-                let e_rej = (net_in - q_ch) * h - c_f * (t_new - t_old);
                 // Water: adiabatic pads or tower evaporation and blowdown.
                 let water_l_s = if wet {
                     let evap = (e_rej / h).max(0.0) / WATER_H_FG_J_KG;
@@ -1140,10 +1329,31 @@ impl Plant {
                     hs.fan_i = fan - kp * e;
                 }
                 // With the trim chiller running, free cooling is used to the full first.
+                // Below minimum fan speed the loop output drives the coil bypass valve instead of
+                // stopping the fans (no short-cycling); fans stop only when no heat is to be
+                // rejected at all, and start and stop no more often than the minimum on/off time
+                // allows (a start is forced early only if the supply is 2 K above setpoint).
+                let want_on = hs.chiller || fan > 0.0;
+                hs.fan_state_s += h;
+                let may = hs.fan_state_s >= FAN_MIN_ON_OFF_S || (want_on && e > 2.0);
+                if want_on != hs.fans_on && may {
+                    hs.fans_on = want_on;
+                    hs.fan_state_s = 0.0;
+                    if want_on && self.scoring {
+                        self.kpi.rejection_fan_starts += 1;
+                    }
+                }
+                hs.coil_frac = if hs.fans_on && !hs.chiller && fan < rp.fan_min_speed {
+                    (fan / rp.fan_min_speed).max(0.0)
+                } else if hs.fans_on || hs.chiller {
+                    1.0
+                } else {
+                    0.0
+                };
                 hs.fan = if hs.chiller {
                     hs.fan_i = 1.0;
                     1.0
-                } else if fan < rp.fan_min_speed * 0.5 {
+                } else if !hs.fans_on {
                     0.0
                 } else {
                     fan.max(rp.fan_min_speed)
@@ -1178,8 +1388,11 @@ impl Plant {
                     hs.relax_timer_s = 0.0;
                 }
                 let acc = &mut hall_acc[hi];
-                acc[0] += e_rej + q_ch * h + q_reuse * h; // heat out of the water
-                acc[1] += (hs.air_heat_w + ahu_w + fac_pump_w) * h; // heat into the water besides CDUs
+                // Heat out of the water, each from its own device: the rejection device's ε-NTU
+                // heat, the chiller's evaporator (compressor power × COP), the heat pump's
+                // evaporator (power × (COP − 1)).
+                acc[0] += e_rej + chiller_w * chiller_cop * h + hp_w * (hp_cop - 1.0) * h;
+                acc[1] += q_to_fac * h; // heat from the CDU HXs
                 acc[2] += fac_pump_w * h;
                 acc[3] += fans_w * h;
                 acc[4] += chiller_w * h;
@@ -1195,15 +1408,21 @@ impl Plant {
                 hs.water_l_s = water_l_s;
             }
         }
-        let mut heat_in = 0.0;
+        let (stored_cdu_1, stored_fac_1) = self.stored_heat_split_j();
+        let stored_tank_1 = self.stored_heat_tanks_j();
+        let (mut hx_j, mut pumps_j) = (0.0, 0.0);
         for (ci, c) in self.cdus.iter_mut().enumerate() {
-            c.q_hx_w = cdu_e_hx[ci] / dt;
-            c.pump_w = cdu_e_pump[ci] / dt;
-            heat_in += c.q_liq_w * dt + cdu_e_pump[ci];
+            c.q_hx_w = cdu_acc[ci][0] / dt;
+            c.pump_w = cdu_acc[ci][1] / dt;
+            hx_j += cdu_acc[ci][0];
+            pumps_j += cdu_acc[ci][1];
             flows.cdu_pumps_w += c.pump_w;
         }
+        // CDU loops: cold plates (+ tank coils, added below) + pumps − HXs − stored.
+        flows.cdu_residual_j = plates_j + pumps_j - hx_j - (stored_cdu_1 - stored_cdu_0);
+        let mut hx_into_fac_j = 0.0;
         for (hi, acc) in hall_acc.iter().enumerate() {
-            heat_in += acc[1];
+            hx_into_fac_j += acc[1];
             flows.heat_out_j += acc[0];
             flows.facility_pumps_w += acc[2] / dt;
             flows.rejection_fans_w += acc[3] / dt;
@@ -1213,20 +1432,31 @@ impl Plant {
             flows.water_l_per_s += acc[7] / dt;
             flows.heat_reused_w += self.halls[hi].reused_w;
         }
-        flows.heat_in_j = heat_in;
+        // The facility-loop residual is completed in `electrical` with the IT meter (air-side heat
+        // = IT energy − heat into the liquid): here HX heat − out − stored.
+        flows.facility_residual_j = hx_into_fac_j - liquid_j - flows.heat_out_j - (stored_fac_1 - stored_fac_0);
         if let Some(im) = &self.immersion {
+            // Tanks: boards' heat into the pools − condensed − vented − seal losses − stored, each
+            // from its own state; the condensed heat enters the skids' loops (CDU residual).
             let t = im.step_totals();
-            flows.heat_out_j += t.heat_out_j;
+            flows.cdu_residual_j += t.condensed_j;
+            flows.tank_residual_j =
+                t.heat_in_j - t.condensed_j - t.vented_heat_j - t.leak_heat_j - (stored_tank_1 - stored_tank_0);
+            flows.heat_out_j += t.vented_heat_j + t.leak_heat_j;
             flows.fluid_lost_kg = t.fluid_lost_kg;
             flows.fluid_vented_kg = t.fluid_vented_kg;
             flows.tank_max_gauge_kpa = t.max_gauge_kpa;
         }
+        flows.heat_in_j = pumps_j;
+        self.scratch_cdu = cdu_acc;
+        self.scratch_hall = hall_acc;
         flows
     }
 
     fn electrical(&mut self, dt: f64, mut f: StepFlows, work: (f64, f64, u64, u64)) -> StepFlows {
         let e = &self.site.electrical;
-        let it_w: f64 = self.racks.iter().map(|r| r.power_w).sum();
+        let skip = usize::from(self.injected == InjectedError::MeterDropsRack);
+        let it_w: f64 = self.racks.iter().skip(skip).map(|r| r.power_w).sum();
         let pdu_in = it_w / e.pdu_efficiency;
         let ups_eff = interp(&e.ups_efficiency_curve, pdu_in / (e.ups_rating_kw * 1000.0));
         let ups_in = pdu_in / ups_eff;
@@ -1239,6 +1469,14 @@ impl Plant {
         let facility = out + xfmr_loss;
         f.dt_s = dt;
         f.it_w = it_w;
+        f.it_rack_path_w = self.it_rack_path_w;
+        // Ledger: everything a rack draws ends as heat in the loops (cold plates or room air picked
+        // up by the air handlers), as does the power of pumps and air-handler fans. The facility
+        // loop receives IT heat − cold-plate heat through the air handlers.
+        let cdu_pumps_j = f.heat_in_j;
+        let fac_extra_j = (f.facility_pumps_w + f.air_handler_fans_w) * dt;
+        f.heat_in_j = it_w * dt + cdu_pumps_j + fac_extra_j;
+        f.facility_residual_j += it_w * dt + fac_extra_j;
         f.facility_w = facility;
         f.electrical_losses_w = (ups_in - it_w) + xfmr_loss;
         f.misc_w = misc;
@@ -1261,12 +1499,17 @@ impl Plant {
         f
     }
 
+    /// Move each CDU's reference supply temperature towards its setpoint at the reference ramp rate.
+    fn advance_supply_reference(&mut self, h: f64) {
+        let r = SUPPLY_REF_RAMP_K_PER_S * h;
+        for c in &mut self.cdus {
+            c.sp_ref += (c.sp_supply - c.sp_ref).clamp(-r, r);
+        }
+    }
+
     fn score_supply_deviation(&mut self) {
-        let t = self.t_s;
         for c in &self.cdus {
-            if t - c.sp_changed_at >= SETTLING_S {
-                self.kpi.supply_temp_max_dev_k = self.kpi.supply_temp_max_dev_k.max((c.t_sup - c.sp_supply).abs());
-            }
+            self.kpi.supply_temp_max_dev_k = self.kpi.supply_temp_max_dev_k.max((c.t_sup - c.sp_ref).abs());
         }
     }
 
@@ -1554,6 +1797,17 @@ impl Plant {
                 }
             }
         }
+    }
+}
+
+/// Mean of an exact first-order lag over a step relative to its start offset: the lag moves as
+/// `x_ss + (x0 − x_ss)·e^(−t/τ)`, whose mean over `[0, h]` is `x_ss + (x0 − x_ss)·(1 − e^(−r))/r`
+/// with `r = h/τ`.
+pub(crate) fn lag_mean_factor(r: f64) -> f64 {
+    if r < 1e-9 {
+        1.0 - 0.5 * r
+    } else {
+        -(-r).exp_m1() / r
     }
 }
 

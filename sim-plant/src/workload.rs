@@ -40,7 +40,9 @@
 //!   ended, if that is at least 30 min away. Drawing sizes from the full distribution for the head
 //!   keeps the large jobs: filling only what is free would ratchet sizes down over time.
 //!   Durations are log-normal (median 16 h, σ 0.9, 2–120 h; backfill jobs are cut at the
-//!   reservation). Profile: busy 0.85–0.97, checkpoint every 30–60 min for 1–5 min at 0.1–0.2
+//!   reservation). Profile: busy 0.95–1.0 (large-model training runs at the power limit: with
+//!   leakage, demand at u ≥ 0.95 exceeds the TDP, so the GPU is power-limited and warmer dies cost
+//!   clock speed), checkpoint every 30–60 min for 1–5 min at 0.1–0.2
 //!   (drawn per job, random phase). A 4,096-GPU job at ~1 kW per GPU swings about 3 MW within a
 //!   second at every checkpoint.
 //! * **Inference**: GPU demand `mean × (1 + A·cos(2π(h − peak)/24))` plus Poisson bursts
@@ -315,7 +317,7 @@ impl Default for SyntheticWorkload {
             training_duration_median_h: 16.0,
             training_duration_sigma: 0.9,
             training_duration_range_h: [2.0, 120.0],
-            busy_util: [0.85, 0.97],
+            busy_util: [0.95, 1.0],
             checkpoint_period_min: [30.0, 60.0],
             checkpoint_len_min: [1.0, 5.0],
             checkpoint_util: [0.1, 0.2],
@@ -2094,7 +2096,7 @@ mod tests {
                 phase_s,
             } = j.profile
             {
-                assert!((0.85..=0.97).contains(&busy_util));
+                assert!((0.95..=1.0).contains(&busy_util));
                 assert!((1800.0..=3600.0).contains(&checkpoint_period_s));
                 assert!((60.0..=300.0).contains(&checkpoint_len_s));
                 assert!((0.1..=0.2).contains(&checkpoint_util));
