@@ -76,8 +76,11 @@ pub struct EvalReport {
     pub nmbe_pct: f64,
     /// PUE mean absolute error, hourly.
     pub pue_mae: f64,
-    /// Hottest-GPU temperature MAE 15 min ahead, K.
+    /// Hottest-GPU temperature MAE 15 min ahead against the GPUs' own reports (what the
+    /// controller and nvidia-smi see: integer °C with per-GPU sensor bias), K.
     pub hottest_gpu_mae_k: f64,
+    /// The same against the plant's true die temperatures (sensor bias included in the error), K.
+    pub hottest_gpu_mae_true_k: f64,
     /// Site IT forecast skill at 15 min.
     pub forecast_skill_15min: f64,
     /// Site IT forecast skill at 1 h.
@@ -163,6 +166,7 @@ struct Trace {
     fac_true_kw: Vec<f64>,
     fac_pred_kw: Vec<f64>,
     gpu_max_true_c: Vec<f64>,
+    gpu_max_meas_c: Vec<f64>,
     dry_bulb_c: Vec<f64>,
     busy: Vec<f64>,
     /// (index, predicted hottest GPU at index + 15 min)
@@ -465,7 +469,14 @@ pub fn eval(
         .filter_map(|&(j, p)| t.gpu_max_true_c.get(j).map(|&a| (p, a)))
         .filter(|(p, a)| p.is_finite() && a.is_finite())
         .collect();
-    let hottest_gpu_mae_k = hot.iter().map(|(p, a)| (p - a).abs()).sum::<f64>() / hot.len().max(1) as f64;
+    let hottest_gpu_mae_true_k = hot.iter().map(|(p, a)| (p - a).abs()).sum::<f64>() / hot.len().max(1) as f64;
+    let hot_m: Vec<(f64, f64)> = t
+        .hot_pred
+        .iter()
+        .filter_map(|&(j, p)| t.gpu_max_meas_c.get(j).map(|&a| (p, a)))
+        .filter(|(p, a)| p.is_finite() && a.is_finite())
+        .collect();
+    let hottest_gpu_mae_k = hot_m.iter().map(|(p, a)| (p - a).abs()).sum::<f64>() / hot_m.len().max(1) as f64;
     // Forecast skill on the scored part of the test run.
     let jobs_test = test_sc.workload.jobs().to_vec();
     let exo_test = |k: usize, h: usize| Exogenous {
@@ -638,6 +649,7 @@ pub fn eval(
         nmbe_pct,
         pue_mae,
         hottest_gpu_mae_k,
+        hottest_gpu_mae_true_k,
         forecast_skill_15min: s15.map_or(f64::NAN, |s| s.skill),
         forecast_skill_1h: s60.map_or(f64::NAN, |s| s.skill),
         seasonal_naive_skill_1h: s60.map_or(f64::NAN, |s| 1.0 - s.mae_seasonal_naive / s.mae_persistence),

@@ -320,6 +320,7 @@ pub struct Twin {
     gpu_sums: Vec<[f64; 5]>,
     gpu_fit: Vec<(f64, f64)>,
     gpu_relearn_until: f64,
+    quiet_until: Vec<f64>,
     ua_drift: Vec<DriftTrack>,
     pump_drift: Vec<DriftTrack>,
     events: Vec<TwinEvent>,
@@ -331,6 +332,8 @@ pub struct Twin {
 }
 
 const SAMPLE_CAP: usize = 4096;
+/// Per-rack thermal samples are many (one fit per rack): fewer kept, still days of history.
+const RACK_SAMPLE_CAP: usize = 1024;
 
 impl Twin {
     /// A twin for a site's nameplate.
@@ -372,9 +375,9 @@ impl Twin {
             ..temp_cfg
         };
         let samples = SampleSets {
-            rack_thermal: vec![Samples::new(2, SAMPLE_CAP); nr],
+            rack_thermal: vec![Samples::new(2, RACK_SAMPLE_CAP); nr],
             rack_pickup: vec![(0.0, 0.0); nr],
-            cdu_liq: vec![Samples::new(1, SAMPLE_CAP); nc],
+            cdu_liq: vec![Samples::new(2, SAMPLE_CAP); nc],
             cdu_ua: vec![Samples::new(2, SAMPLE_CAP); nc],
             cdu_pump: vec![Samples::new(1, SAMPLE_CAP); nc],
             cdu_flow_speed: vec![Samples::new(1, SAMPLE_CAP); nc],
@@ -411,6 +414,7 @@ impl Twin {
             gpu_sums: vec![[0.0; 5]; ng],
             gpu_fit: vec![(f64::NAN, f64::NAN); ng],
             gpu_relearn_until: f64::NEG_INFINITY,
+            quiet_until: vec![f64::NEG_INFINITY; nc],
             ua_drift: vec![DriftTrack::default(); nc],
             pump_drift: vec![DriftTrack::default(); nc],
             events: Vec::new(),
@@ -652,17 +656,26 @@ impl Twin {
             for k in 0..4 {
                 self.emit(now, ids[k], trans[k]);
             }
+            // A CDU whose own sensors are (or recently were) implausible cannot judge its
+            // equipment: maintenance detection pauses there for 12 h after the last issue.
+            if self.cdu_tracks[c].iter().any(|t| t.issue.is_some()) {
+                self.quiet_until[c] = now + 12.0 * 3600.0;
+            }
+            let judge = now >= self.quiet_until[c];
 
             // Calibration samples (only from plausible sensors).
             if sup_ok && ret_ok && flow_ok && loaded && q_loop_kw > 0.0 {
-                self.samples.cdu_liq[c].push(&[it_sum], q_loop_kw);
+                // Loop heat = f_liq · rack power + (ΔT sensor offset) · ṁ c_p: the second
+                // feature keeps a temperature-sensor offset from leaking into f_liq.
+                let mcp_kw = pg25_lpm_to_kg_s(cm.flow_lpm.value) * PG25_CP_J_KG_K / 1e3;
+                self.samples.cdu_liq[c].push(&[it_sum, mcp_kw], q_loop_kw);
             }
             let pump_kw = cm.pump_power_kw;
             if speed_ok && self.fresh(&pump_kw, now) && flow_ok {
                 let qf = cm.flow_lpm.value / design_flow;
                 self.samples.cdu_pump[c].push(&[qf.powi(3)], pump_kw.value);
                 self.samples.cdu_flow_speed[c].push(&[sp.value], cm.flow_lpm.value);
-                if !learning && self.calibrated {
+                if !learning && self.calibrated && judge {
                     let a = 1.0 - (-dt / self.cfg.drift_tau_s).exp();
                     let x = (cm.flow_lpm.value / sp.value).ln();
                     let loop_fine = self.cdu_tracks[c][3].issue.is_none();
@@ -712,7 +725,7 @@ impl Twin {
                 if lmtd.is_finite() && q_w > 0.1 * self.np.cdu_capacity_kw[c] * 1e3 && m_fac > 0.0 {
                     let ua = q_w / lmtd / 1e3;
                     self.samples.cdu_ua[c].push(&[m_sec.ln(), m_fac.ln()], ua.ln());
-                    if !learning && self.calibrated {
+                    if !learning && self.calibrated && judge {
                         if let Some(f) = &self.cal.cdu_ua_fit[c] {
                             let resid = ua.ln() - f.predict(&[m_sec.ln(), m_fac.ln()]);
                             let a = 1.0 - (-dt / self.cfg.drift_tau_s).exp();
@@ -1026,7 +1039,7 @@ impl Twin {
         for c in 0..self.np.topo.cdus.len() {
             match self.samples.cdu_liq[c].fit(pen) {
                 Ok(f) => {
-                    // Heat into liquid ∝ rack power: the intercept absorbs sensor offsets, the slope is f_liq.
+                    // Heat into liquid ∝ rack power: the slope on rack power is f_liq.
                     self.cal.cdu_heat_to_liquid[c] = Param::from_coef(&f, 0);
                 }
                 Err(_) => failures += 1,

@@ -167,8 +167,8 @@ pub fn fit_ridge(x: &[f64], y: &[f64], p: usize, penalty: f64) -> Result<LinearF
         .penalty(penalty)
         .l1_ratio(0.0)
         .with_intercept(false)
-        .tolerance(1e-7)
-        .max_iterations(3_000)
+        .tolerance(1e-6)
+        .max_iterations(1_000)
         .fit(&ds)
         .map_err(|e| FitError::Solver(e.to_string()))?;
     let w = model.hyperplane();
