@@ -111,6 +111,8 @@ pub struct EvalReport {
     pub cooling_rest_bias_kw: f64,
     /// Mean error of the predicted other overhead (electrical losses, air handling, misc), kW.
     pub other_overhead_bias_kw: f64,
+    /// The maintenance events that were false alarms.
+    pub false_alarm_events: Vec<String>,
     /// Sensor events by sensor kind and issue.
     pub sensor_events_by_kind: std::collections::BTreeMap<String, usize>,
     /// Wall time of the evaluation, s.
@@ -316,6 +318,16 @@ fn simulate(
         tr.fac_true_kw.push(plant.power().facility_w / 1e3);
         tr.gpu_max_true_c
             .push(plant.true_gpu_temps_c().iter().copied().fold(f32::MIN, f32::max) as f64);
+        tr.gpu_max_meas_c.push(
+            plant
+                .measurements()
+                .gpus
+                .temp_c
+                .iter()
+                .copied()
+                .filter(|v| v.is_finite())
+                .fold(f32::MIN, f32::max) as f64,
+        );
     }
     Ok(RunOut {
         trace: tr,
@@ -545,11 +557,17 @@ pub fn eval(
         })
         .count();
     let fault_recall = found as f64 / injected.len().max(1) as f64;
-    let mut false_alarms = test
-        .events
-        .iter()
-        .filter(|e| matches!(e.kind, TwinEventKind::Maintenance { .. }))
-        .count();
+    let mut maintenance_events: Vec<String> = Vec::new();
+    for e in &test.events {
+        if let TwinEventKind::Maintenance { cdu, finding, loss } = e.kind {
+            maintenance_events.push(format!(
+                "test t {:.1} h: CDU {cdu} {finding:?} {:.0} %",
+                e.t_s / 3600.0,
+                loss * 100.0
+            ));
+        }
+    }
+    let mut false_alarms = maintenance_events.len();
     let ncdu = test.twin.nameplate().topo.cdus.len();
     let mut fa_cdu_days = o.test_days * ncdu as f64;
     let h2l = test.twin.calibration().cdu_heat_to_liquid[0];
@@ -587,6 +605,7 @@ pub fn eval(
                     fouling_detect_days = (e.t_s - onset_s) / 86_400.0;
                 } else if !(cdu == 0 && e.t_s >= onset_s) {
                     false_alarms += 1;
+                    maintenance_events.push(format!("fouling run t {:.1} h: CDU {cdu} {finding:?}", e.t_s / 3600.0));
                 }
             }
         }
@@ -665,6 +684,7 @@ pub fn eval(
         whatif_horizons_per_s,
         cooling_rest_bias_kw: (t.parts[0] - t.parts[1]) / t.parts[4].max(1.0),
         other_overhead_bias_kw: (t.parts[2] - t.parts[3]) / t.parts[4].max(1.0),
+        false_alarm_events: maintenance_events,
         sensor_events_by_kind: by_kind,
         wall_s: wall.elapsed().as_secs_f64(),
     };
