@@ -5,6 +5,7 @@
 //! command line, reads configuration files for the user and prints reports.
 
 mod bench;
+mod twin_cmd;
 mod wire;
 mod wire_bench;
 
@@ -54,6 +55,11 @@ enum Command {
     Demo(wire::DemoArgs),
     /// The production daemon: real devices and an external broker, from a configuration file.
     Run(wire::RunArgs),
+    /// The digital twin: `twin eval` trains it on one period and tests it on another.
+    Twin {
+        #[command(subcommand)]
+        command: twin_cmd::TwinCommand,
+    },
     /// The simulated plant as devices on the wire.
     SimPlant {
         #[command(subcommand)]
@@ -229,6 +235,7 @@ fn dispatch(cli: Cli) -> Result<()> {
         },
         Command::FitPerf { data } => fit_perf(&data),
         Command::Bench(args) => bench::run(&args),
+        Command::Twin { command } => twin_cmd::run(&command),
         Command::Demo(args) => wire::demo(&args),
         Command::Run(args) => wire::daemon(&args),
         Command::SimPlant {

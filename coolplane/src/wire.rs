@@ -260,6 +260,19 @@ fn status_printer() -> impl FnMut(&TickStatus) {
             s.racks,
             s.writes
         );
+        let twin = if s.twin_calibrated {
+            format!(
+                " · twin: margin {:.1} K, sensors implausible {}, maintenance {}",
+                s.twin_margin_k, s.twin_issues, s.twin_maintenance
+            )
+        } else {
+            format!(
+                " · twin: learning {:.0} %, sensors implausible {}",
+                s.twin_learning * 100.0,
+                s.twin_issues
+            )
+        };
+        let line = line + &twin;
         if tty {
             eprint!("\r{line}   ");
             let _ = std::io::stderr().flush();

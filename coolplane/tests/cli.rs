@@ -252,4 +252,45 @@ fn two_phase_immersion_site_runs_over_the_wire() {
     assert_eq!(w["rejected_writes"], 0, "{v}");
     assert_eq!(w["throttle_gpu_s"], 0.0);
     assert!(w["tank_pressure_max_gauge_kpa"].as_f64().unwrap() < 8.0, "{v}");
+fn twin_eval_json_has_every_key_and_bad_input_is_named() {
+    let out = coolplane(&[
+        "twin",
+        "eval",
+        "--site",
+        "supernode-640",
+        "--step",
+        "300",
+        "--train-days",
+        "2",
+        "--test-days",
+        "2",
+        "--fouling-days",
+        "0",
+        "--json",
+        "--quiet",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(stdout.trim().lines().count(), 1);
+    let v: serde_json::Value = serde_json::from_str(stdout.trim()).expect("one JSON object");
+    for k in [
+        "cv_rmse_pct",
+        "nmbe_pct",
+        "pue_mae",
+        "hottest_gpu_mae_k",
+        "forecast_skill_15min",
+        "forecast_skill_1h",
+        "fault_precision",
+        "fault_recall",
+        "fouling_detect_days",
+        "whatif_horizons_per_s",
+    ] {
+        assert!(v.get(k).is_some(), "key {k} missing: {stdout}");
+    }
+    assert!(v["cv_rmse_pct"].as_f64().unwrap().is_finite());
+    assert!(v["whatif_horizons_per_s"].as_f64().unwrap() > 0.0);
+
+    let bad = coolplane(&["twin", "eval", "--train-days", "1", "--quiet"]);
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("--train-days"));
 }

@@ -262,6 +262,16 @@ pub struct TickStatus {
     pub racks: usize,
     /// Setpoint writes queued so far.
     pub writes: u64,
+    /// The twin has finished its learning window and is calibrated.
+    pub twin_calibrated: bool,
+    /// Fraction of the twin's learning window done, 0–1.
+    pub twin_learning: f64,
+    /// Smallest GPU-group thermal margin the twin estimates, K (NaN when unknown).
+    pub twin_margin_k: f64,
+    /// Sensors the twin holds implausible now.
+    pub twin_issues: u64,
+    /// Maintenance findings so far.
+    pub twin_maintenance: u64,
 }
 
 impl TickStatus {
@@ -288,6 +298,8 @@ pub struct DaemonReport {
     pub events: Vec<ControllerEvent>,
     /// Last tick's status.
     pub last: Option<TickStatus>,
+    /// The twin's events (sensor plausibility, maintenance), at most 100,000.
+    pub twin_events: Vec<coolplane_twin::TwinEvent>,
 }
 
 /// A configured daemon, ready to run.
@@ -298,6 +310,8 @@ pub struct Daemon {
     clock: Clock,
     slowdown_c: f64,
     stale_after_s: f64,
+    twin: coolplane_twin::Twin,
+    twin_t0: Option<f64>,
 }
 
 fn load_map(base: &Path, spec: &str) -> Result<RegisterMap, String> {
@@ -388,7 +402,17 @@ impl Daemon {
             clock,
             slowdown_c: site.gpu.slowdown_c,
             stale_after_s: cfg.controller.stale_after_s,
+            twin: coolplane_twin::Twin::new(
+                coolplane_twin::Nameplate::from_site(&site),
+                coolplane_twin::TwinConfig::default(),
+            ),
+            twin_t0: None,
         })
+    }
+
+    /// The digital twin running on the live process image (estimates, calibration, events).
+    pub fn twin(&self) -> &coolplane_twin::Twin {
+        &self.twin
     }
 
     /// The controller (mode, setpoints, limits).
@@ -406,6 +430,35 @@ impl Daemon {
         let now = self.clock.now_s();
         let m = self.wire.measurements(now);
         let actions = self.controller.tick(now, &m);
+        // The twin: the same code as in simulation, on the same process image.
+        if !self.twin.update(&m) {
+            eprintln!("coolplane twin: process image does not match the site; snapshot ignored");
+        }
+        self.twin_t0.get_or_insert(now);
+        for e in self.twin.drain_events() {
+            match e.kind {
+                coolplane_twin::TwinEventKind::SensorImplausible { sensor, issue } => {
+                    eprintln!(
+                        "coolplane twin: t {:.0} s: sensor {sensor:?} implausible ({issue:?})",
+                        e.t_s
+                    )
+                }
+                coolplane_twin::TwinEventKind::SensorRecovered { sensor } => {
+                    eprintln!("coolplane twin: t {:.0} s: sensor {sensor:?} plausible again", e.t_s)
+                }
+                coolplane_twin::TwinEventKind::Maintenance { cdu, finding, loss } => eprintln!(
+                    "coolplane twin: t {:.0} s: CDU {cdu} needs maintenance: {finding:?}, {:.0} % lost",
+                    e.t_s,
+                    loss * 100.0
+                ),
+                coolplane_twin::TwinEventKind::Calibrated => {
+                    eprintln!("coolplane twin: t {:.0} s: calibrated from telemetry", e.t_s)
+                }
+            }
+            if report.twin_events.len() < 100_000 {
+                report.twin_events.push(e);
+            }
+        }
         let unix_ms = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_millis() as i64)
@@ -458,6 +511,19 @@ impl Daemon {
                 .count(),
             racks: m.racks.len(),
             writes: report.writes,
+            twin_calibrated: self.twin.calibrated(),
+            twin_learning: self.twin_t0.map_or(0.0, |t0| {
+                ((now - t0) / coolplane_twin::TwinConfig::default().learn_s).clamp(0.0, 1.0)
+            }),
+            twin_margin_k: self
+                .twin
+                .estimate()
+                .halls
+                .iter()
+                .map(|h| h.margin_k.value)
+                .fold(f64::NAN, f64::min),
+            twin_issues: self.twin.counters().issues_active,
+            twin_maintenance: self.twin.counters().maintenance,
         };
         report.last = Some(st.clone());
         st

@@ -17,3 +17,4 @@ pub mod spec;
 
 pub use run::{run, Progress, RunOptions, RunReport, RunResult};
 pub use spec::{load_scenario_file, Scenario, ScenarioError, ScenarioSpec};
+pub mod twin_eval;

@@ -30,7 +30,7 @@ use std::sync::OnceLock;
 /// The font every text of the plots is drawn with.
 const FONT_BYTES: &[u8] = include_bytes!("../assets/DejaVuSansMono.ttf");
 /// Family name the embedded font is registered under.
-const FONT: &str = "sans-serif";
+pub(crate) const FONT: &str = "sans-serif";
 
 /// Size of the single-panel plots, px.
 const SIZE: (u32, u32) = (1200, 700);
@@ -126,7 +126,7 @@ pub fn write_plots(series: &TimeSeries, meta: &PlotMeta, dir: &Path) -> Result<V
 }
 
 /// Register the embedded font once per process.
-fn ensure_font() -> Result<(), PlotError> {
+pub(crate) fn ensure_font() -> Result<(), PlotError> {
     static REGISTERED: OnceLock<Result<(), String>> = OnceLock::new();
     REGISTERED
         .get_or_init(|| {

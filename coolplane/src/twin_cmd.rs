@@ -1,0 +1,195 @@
+//! `coolplane twin eval`: the digital twin's train/test evaluation, printed as a table or one
+//! JSON object.
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Subcommand};
+use coolplane_scenario::twin_eval::{eval, EvalOptions, EvalReport};
+use std::path::PathBuf;
+
+/// `coolplane twin …`
+#[derive(Subcommand)]
+pub enum TwinCommand {
+    /// Train the twin on one period and test it on another (different seed, period and climate).
+    Eval(EvalArgs),
+}
+
+/// Options of `twin eval`.
+#[derive(Args, Clone)]
+pub struct EvalArgs {
+    /// Built-in site (hall-10k, supernode-640, campus-100k) or a site file.
+    #[arg(long, default_value = "hall-10k")]
+    site: String,
+    /// Weather of the training run: `synthetic` or an .epw file.
+    #[arg(long, default_value = "synthetic")]
+    train_weather: String,
+    /// Weather of the test runs: `synthetic` or an .epw file.
+    #[arg(long, default_value = "synthetic")]
+    test_weather: String,
+    /// Seed of the training run (test: seed + 1, fouling: seed + 2).
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// First day of the training period (0-based day of the weather year).
+    #[arg(long, default_value_t = 150.0)]
+    train_start_day: f64,
+    /// Days of training.
+    #[arg(long, default_value_t = 7.0)]
+    train_days: f64,
+    /// First day of the test period.
+    #[arg(long, default_value_t = 200.0)]
+    test_start_day: f64,
+    /// Days of test.
+    #[arg(long, default_value_t = 5.0)]
+    test_days: f64,
+    /// Days of the fouling run (0 skips it).
+    #[arg(long, default_value_t = 6.0)]
+    fouling_days: f64,
+    /// Workload: synthetic, helios or alibaba-pods.
+    #[arg(long, default_value = "synthetic")]
+    workload: String,
+    /// Trace file for helios / alibaba-pods.
+    #[arg(long)]
+    trace: Option<String>,
+    /// Simulation step, s.
+    #[arg(long, default_value_t = 60.0)]
+    step: f64,
+    /// Write predicted-vs-actual plots (PNG) into this directory (created if missing).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Print exactly one JSON object on stdout instead of the table.
+    #[arg(long)]
+    json: bool,
+    /// Print no progress.
+    #[arg(long)]
+    quiet: bool,
+}
+
+/// Run a `twin` subcommand.
+pub fn run(cmd: &TwinCommand) -> Result<()> {
+    match cmd {
+        TwinCommand::Eval(a) => eval_cmd(a),
+    }
+}
+
+fn eval_cmd(a: &EvalArgs) -> Result<()> {
+    for (name, v) in [("--train-days", a.train_days), ("--test-days", a.test_days)] {
+        if !(v.is_finite() && v >= 2.0) {
+            bail!("{name} {v}: must be at least 2 days (a day of history feeds the seasonal features)");
+        }
+    }
+    if !(a.fouling_days == 0.0 || (a.fouling_days.is_finite() && a.fouling_days >= 3.0)) {
+        bail!(
+            "--fouling-days {}: must be 0 (skip) or at least 3 (the fouling starts on day 2)",
+            a.fouling_days
+        );
+    }
+    let o = EvalOptions {
+        site: a.site.clone(),
+        train_weather: a.train_weather.clone(),
+        test_weather: a.test_weather.clone(),
+        seed: a.seed,
+        train_start_day: a.train_start_day,
+        train_days: a.train_days,
+        test_start_day: a.test_start_day,
+        test_days: a.test_days,
+        fouling_days: a.fouling_days,
+        workload: a.workload.clone(),
+        trace: a.trace.clone(),
+        step_s: a.step,
+    };
+    if let Some(d) = &a.out {
+        std::fs::create_dir_all(d).with_context(|| format!("creating --out {}", d.display()))?;
+    }
+    let quiet = a.quiet;
+    let base = std::env::current_dir().context("current directory")?;
+    let r = eval(&o, &base, a.out.as_deref(), &mut |s| {
+        if !quiet {
+            eprintln!("twin eval: {s} …");
+        }
+    })?;
+    if a.json {
+        println!("{}", serde_json::to_string(&r)?);
+    } else {
+        print!("{}", table(&r));
+    }
+    Ok(())
+}
+
+fn f(v: f64, d: usize) -> String {
+    if v.is_finite() {
+        format!("{v:.d$}")
+    } else {
+        "n/a".into()
+    }
+}
+
+/// The report as a Markdown table with the targets beside.
+pub fn table(r: &EvalReport) -> String {
+    let rows: Vec<(&str, String, &str)> = vec![
+        ("facility power CV-RMSE, hourly (%)", f(r.cv_rmse_pct, 2), "≤ 2"),
+        ("facility power NMBE, hourly (%)", f(r.nmbe_pct, 2), "within ±1"),
+        ("PUE MAE, hourly", f(r.pue_mae, 4), "≤ 0.001"),
+        (
+            "hottest-GPU MAE 15 min ahead, vs GPU reports (K)",
+            f(r.hottest_gpu_mae_k, 2),
+            "≤ 1",
+        ),
+        (
+            "hottest-GPU MAE 15 min ahead, vs true die (K)",
+            f(r.hottest_gpu_mae_true_k, 2),
+            "(reference)",
+        ),
+        ("forecast skill 15 min (site IT)", f(r.forecast_skill_15min, 3), "—"),
+        (
+            "forecast skill 1 h (site IT)",
+            f(r.forecast_skill_1h, 3),
+            "≥ 0.3 on traces",
+        ),
+        (
+            "seasonal-naive skill 1 h",
+            f(r.seasonal_naive_skill_1h, 3),
+            "(reference)",
+        ),
+        ("p90 coverage 1 h", f(r.p90_coverage_1h, 3), "≈ 0.9"),
+        ("sensor-fault precision", f(r.fault_precision, 3), "—"),
+        ("sensor-fault recall", f(r.fault_recall, 3), "—"),
+        (
+            "faults injected / sensor events",
+            format!("{} / {}", r.faults_injected, r.sensor_events),
+            "",
+        ),
+        (
+            "fouling (20 % UA) flagged after (days)",
+            f(r.fouling_detect_days, 2),
+            "≤ 7",
+        ),
+        (
+            "maintenance false alarms / days watched",
+            format!("{} / {:.1}", r.maintenance_false_alarms, r.false_alarm_days),
+            "0",
+        ),
+        (
+            "heat-to-liquid CDU 0 (interval)",
+            format!(
+                "{} ({}–{})",
+                f(r.heat_to_liquid_cdu0.0, 3),
+                f(r.heat_to_liquid_cdu0.1, 3),
+                f(r.heat_to_liquid_cdu0.2, 3)
+            ),
+            "",
+        ),
+        (
+            "what-if 15-min horizons / s (one core)",
+            f(r.whatif_horizons_per_s, 0),
+            "≥ 1,000",
+        ),
+    ];
+    let mut s = format!(
+        "twin eval — site {} · workload {}\ntrain: {}\ntest:  {}\n\n| metric | value | target |\n|---|---|---|\n",
+        r.site, r.workload, r.train, r.test
+    );
+    for (k, v, t) in rows {
+        s += &format!("| {k} | {v} | {t} |\n");
+    }
+    s += &format!("\nwall time {:.1} s\n", r.wall_s);
+    s
+}

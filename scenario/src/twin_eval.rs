@@ -1,0 +1,765 @@
+//! `coolplane twin eval`: the digital twin trained on one period and tested on another
+//! (different seed, period and climate), scored against the plant's truth.
+//!
+//! Three simulated runs, each plant + scheduler + the baseline controller (`vendor-default`):
+//! 1. **train** (train climate, seed, period): the twin learns online; the facility model and the
+//!    load forecaster are fitted on it.
+//! 2. **test** (test climate, another seed and period, sensor faults injected): a fresh twin
+//!    commissions itself online during the warm-up (per-device parameters are the new plant's),
+//!    the facility model and forecaster come from training. Scored: facility-power CV-RMSE and
+//!    NMBE (ASHRAE Guideline 14, hourly), PUE MAE (hourly), hottest-GPU MAE 15 min ahead (what-if
+//!    model under the setpoints in force and the load forecast), forecast skill, sensor-fault
+//!    precision and recall, maintenance false alarms.
+//! 3. **fouling** (test climate, another seed): 20 % UA loss on CDU 0 from day 3; days until the
+//!    twin flags it.
+//!
+//! The twin sees only `Measurements`; the truth used for scoring comes from the plant here.
+
+use crate::spec::{EventSpec, Scenario, ScenarioError, ScenarioSpec};
+use coolplane_controller::{Controller, ControllerConfig};
+use coolplane_core::weather::WeatherSample;
+use coolplane_sim_plant::cluster::Cluster;
+use coolplane_sim_plant::faults::{FaultKind, SensorFailure, SensorPoint};
+use coolplane_sim_plant::Plant;
+use coolplane_twin::estimate::Maintenance;
+use coolplane_twin::forecast::{evaluate, Exogenous, Forecaster};
+use coolplane_twin::health::SensorId;
+use coolplane_twin::whatif::{hall_state, Candidate, FacilityModel, HallModel};
+use coolplane_twin::{Nameplate, Twin, TwinConfig, TwinEventKind};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// What to evaluate.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EvalOptions {
+    /// Built-in site name or site file.
+    pub site: String,
+    /// Weather of the training run (`synthetic` or an EPW path).
+    pub train_weather: String,
+    /// Weather of the test and fouling runs.
+    pub test_weather: String,
+    /// Seed of the training run (test uses `seed + 1`, fouling `seed + 2`).
+    pub seed: u64,
+    /// First day of the training period (0-based day of year).
+    pub train_start_day: f64,
+    /// Days trained.
+    pub train_days: f64,
+    /// First day of the test period.
+    pub test_start_day: f64,
+    /// Days tested.
+    pub test_days: f64,
+    /// Days of the fouling run (0 to skip it).
+    pub fouling_days: f64,
+    /// Workload: `synthetic`, `helios` or `alibaba-pods`.
+    pub workload: String,
+    /// Trace file for `helios` / `alibaba-pods`.
+    pub trace: Option<String>,
+    /// Step, s.
+    pub step_s: f64,
+}
+
+/// The scores.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EvalReport {
+    /// Site.
+    pub site: String,
+    /// Training run.
+    pub train: String,
+    /// Test run.
+    pub test: String,
+    /// Workload.
+    pub workload: String,
+    /// Facility power CV-RMSE, hourly, %.
+    pub cv_rmse_pct: f64,
+    /// Facility power NMBE, hourly, %.
+    pub nmbe_pct: f64,
+    /// PUE mean absolute error, hourly.
+    pub pue_mae: f64,
+    /// Hottest-GPU temperature MAE 15 min ahead against the GPUs' own reports (what the
+    /// controller and nvidia-smi see: integer °C with per-GPU sensor bias), K.
+    pub hottest_gpu_mae_k: f64,
+    /// The same against the plant's true die temperatures (sensor bias included in the error), K.
+    pub hottest_gpu_mae_true_k: f64,
+    /// Site IT forecast skill at 15 min.
+    pub forecast_skill_15min: f64,
+    /// Site IT forecast skill at 1 h.
+    pub forecast_skill_1h: f64,
+    /// Skill of seasonal-naive at 1 h (for reference).
+    pub seasonal_naive_skill_1h: f64,
+    /// p90 coverage at 1 h.
+    pub p90_coverage_1h: f64,
+    /// Sensor-fault detection precision.
+    pub fault_precision: f64,
+    /// Sensor-fault detection recall.
+    pub fault_recall: f64,
+    /// Sensor faults injected.
+    pub faults_injected: usize,
+    /// Sensor events raised.
+    pub sensor_events: usize,
+    /// Days from a 20 % UA loss to its flag (NaN: not flagged or not run).
+    pub fouling_detect_days: f64,
+    /// Maintenance events where nothing was injected (test run + other CDUs of the fouling run).
+    pub maintenance_false_alarms: usize,
+    /// Days over which those false alarms were counted (CDU-days / CDUs).
+    pub false_alarm_days: f64,
+    /// Heat-to-liquid fraction calibrated on CDU 0 of the test plant, with interval.
+    pub heat_to_liquid_cdu0: (f64, f64, f64),
+    /// What-if: candidate 15-minute horizons per second, one core.
+    pub whatif_horizons_per_s: f64,
+    /// Mean error of the predicted heat-rejection + facility pumps + chiller power, kW.
+    pub cooling_rest_bias_kw: f64,
+    /// Mean error of the predicted other overhead (electrical losses, air handling, misc), kW.
+    pub other_overhead_bias_kw: f64,
+    /// The maintenance events that were false alarms.
+    pub false_alarm_events: Vec<String>,
+    /// Sensor events by sensor kind and issue.
+    pub sensor_events_by_kind: std::collections::BTreeMap<String, usize>,
+    /// Wall time of the evaluation, s.
+    pub wall_s: f64,
+}
+
+/// Evaluation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum EvalError {
+    /// A scenario could not be built.
+    #[error(transparent)]
+    Scenario(#[from] ScenarioError),
+    /// The plant refused the site.
+    #[error("plant: {0}")]
+    Plant(String),
+    /// A model could not be fitted.
+    #[error("{0}")]
+    Fit(String),
+    /// Plot output failed.
+    #[error("plot: {0}")]
+    Plot(String),
+}
+
+fn scenario(
+    o: &EvalOptions,
+    weather: &str,
+    seed: u64,
+    start: f64,
+    days: f64,
+    events: Vec<EventSpec>,
+    base: &Path,
+) -> Result<Scenario, EvalError> {
+    let mut spec = ScenarioSpec::default_for_site(&o.site);
+    spec.scenario.name = "twin-eval".into();
+    spec.scenario.seed = seed;
+    spec.scenario.step_s = o.step_s;
+    spec.weather.source = weather.into();
+    spec.weather.start_day = Some(start);
+    spec.weather.days = Some(days);
+    spec.workload.kind = o.workload.clone();
+    spec.workload.path = o.trace.clone();
+    spec.events = events;
+    spec.check()?;
+    Ok(spec.resolve(base)?)
+}
+
+/// Per-step record of a run.
+#[derive(Debug, Default)]
+struct Trace {
+    t_s: Vec<f64>,
+    it_meter_kw: Vec<f64>,
+    it_true_kw: Vec<f64>,
+    fac_true_kw: Vec<f64>,
+    fac_pred_kw: Vec<f64>,
+    gpu_max_true_c: Vec<f64>,
+    gpu_max_meas_c: Vec<f64>,
+    dry_bulb_c: Vec<f64>,
+    busy: Vec<f64>,
+    /// (index, predicted hottest GPU at index + 15 min)
+    hot_pred: Vec<(usize, f64)>,
+    /// Sums of (predicted, metered) rest-of-cooling and other overhead, kW, and their count.
+    parts: [f64; 5],
+}
+
+struct RunOut {
+    trace: Trace,
+    twin: Twin,
+    fac: FacilityModel,
+    events: Vec<coolplane_twin::TwinEvent>,
+    score_k: usize,
+}
+
+/// Committed GPUs at `t + h` known at `t`: jobs arrived by `t`, still expected to run at `t + h`
+/// (start = arrival, the queue wait ignored: the scheduler's view, not the truth).
+fn committed(jobs: &[coolplane_sim_plant::workload::JobSpec], t: f64, th: f64) -> f64 {
+    let end = jobs.partition_point(|j| j.arrival_s <= t);
+    jobs[..end]
+        .iter()
+        .filter(|j| j.arrival_s + j.duration_s > th)
+        .map(|j| j.gpus as f64)
+        .sum()
+}
+
+#[allow(clippy::too_many_arguments)]
+fn simulate(
+    sc: &Scenario,
+    mut fac: FacilityModel,
+    learn_fac: bool,
+    forecaster: Option<&Forecaster>,
+    weather_noise_seed: u64,
+) -> Result<RunOut, EvalError> {
+    let site = &sc.site;
+    let dt = sc.spec.scenario.step_s;
+    let mut plant = Plant::new(site, sc.spec.scenario.seed).map_err(|e| EvalError::Plant(e.to_string()))?;
+    for e in &sc.events {
+        plant.schedule_fault(*e);
+    }
+    let mut cluster = Cluster::new(&plant);
+    let policy = coolplane_policies::by_name("vendor-default").map_err(|e| EvalError::Plant(e.to_string()))?;
+    let mut ctl = Controller::new(site, policy, ControllerConfig::default());
+    let np = Nameplate::from_site(site);
+    let mut twin = Twin::new(
+        np,
+        TwinConfig {
+            learn_s: sc.warmup_s.max(6.0 * 3600.0),
+            ..TwinConfig::default()
+        },
+    );
+    let steps = (sc.end_s() / dt).round().max(1.0) as usize;
+    let score_k = (sc.scoring_start_s() / dt).round() as usize;
+    let mut tr = Trace::default();
+    let mut events = Vec::new();
+    let mut advice = None;
+    let h15 = (900.0 / dt).round().max(1.0) as usize;
+    let mut model: Option<HallModel> = None;
+    let mut rng = weather_noise_seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let jobs = sc.workload.jobs();
+    for k in 0..steps {
+        let t = k as f64 * dt;
+        if k == score_k {
+            plant.start_scoring();
+        }
+        cluster.advance(t, &sc.workload, &mut plant, advice.as_ref());
+        let actions = ctl.tick(t, plant.measurements());
+        if actions.placement.is_some() {
+            advice = actions.placement.clone();
+        }
+        let _ = ctl.drain_events();
+        let m = plant.measurements();
+        twin.update(m);
+        events.extend(twin.drain_events());
+        if learn_fac && k >= score_k {
+            fac.observe(m);
+        }
+        let amb: WeatherSample = sc.weather.sample(sc.weather_time_s(t));
+        // Weather forecast: the EPW with seeded noise (σ 1 K), as a forecast service would give it.
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        let noise = ((rng >> 11) as f64 / (1u64 << 53) as f64 - 0.5) * 2.0 * 1.7;
+        tr.dry_bulb_c.push(amb.dry_bulb_c + noise);
+        tr.busy.push(committed(jobs, t, t));
+        if !learn_fac && k >= score_k && twin.calibrated() {
+            let cal_model = model.get_or_insert_with(|| HallModel::from_twin(&twin, &fac));
+            // Facility power predicted from IT, weather, setpoints and the calibrated pump curve.
+            let pred =
+                coolplane_twin::whatif::facility_inputs(m).and_then(|[it, db, wb, sp, rest_m, pumps_m, fac_m]| {
+                    let (rest, other) = fac.predict(it, db, wb, sp)?;
+                    tr.parts[0] += rest;
+                    tr.parts[1] += rest_m;
+                    tr.parts[2] += other;
+                    tr.parts[3] += fac_m - it - rest_m - pumps_m;
+                    tr.parts[4] += 1.0;
+                    let cal = twin.calibration();
+                    let pumps: f64 = (0..m.cdus.len())
+                        .map(|c| {
+                            let q = twin.estimate().cdus[c].flow_lpm.value / twin.nameplate().cdu_design_flow_lpm[c];
+                            cal.cdu_pump_fit[c]
+                                .as_ref()
+                                .map_or(f64::NAN, |f| f.predict(&[q.powi(3)]))
+                        })
+                        .sum();
+                    Some(it + rest + other + pumps)
+                });
+            tr.fac_pred_kw.push(pred.unwrap_or(f64::NAN));
+            if k % h15 == 0 {
+                let st = hall_state(&twin, m);
+                let n = m.cdus.len().max(1) as f64;
+                let cand = Candidate {
+                    cdu_supply_c: m.cdus.iter().map(|c| c.supply_setpoint_c.value).sum::<f64>() / n,
+                    cdu_flow_frac: (0..m.cdus.len())
+                        .map(|c| twin.estimate().cdus[c].flow_lpm.value / twin.nameplate().cdu_design_flow_lpm[c])
+                        .sum::<f64>()
+                        / n,
+                    facility_supply_c: m.facilities[0].supply_setpoint_c.value,
+                    gpu_cap_w: twin.nameplate().gpu_tdp_w,
+                };
+                let scale = match forecaster {
+                    Some(f) if k as f64 * dt >= 90_000.0 => {
+                        let fc = f.forecast(&tr.it_meter_kw, tr.it_meter_kw.len() - 1, t - dt, &|kk, hh| Exogenous {
+                            dry_bulb_c: tr.dry_bulb_c.get(kk + hh).copied().unwrap_or(tr.dry_bulb_c[kk]),
+                            committed_gpus: committed(jobs, kk as f64 * dt, (kk + hh) as f64 * dt),
+                            busy_gpus_now: tr.busy[kk],
+                        });
+                        fc.first()
+                            .copied()
+                            .flatten()
+                            .map(|f| (f.p50 / f.persistence).clamp(0.5, 1.5))
+                            .unwrap_or(1.0)
+                    }
+                    _ => 1.0,
+                };
+                let out = cal_model.simulate(&st, &vec![scale; h15], dt, &cand);
+                tr.hot_pred.push((tr.t_s.len() + h15, out.hottest_gpu_end_c));
+            }
+        } else if !learn_fac && k >= score_k {
+            tr.fac_pred_kw.push(f64::NAN);
+        }
+        plant.step(dt, &amb, &actions);
+        tr.t_s.push(t);
+        tr.it_meter_kw.push(m_it(&plant));
+        tr.it_true_kw.push(plant.power().it_w / 1e3);
+        tr.fac_true_kw.push(plant.power().facility_w / 1e3);
+        tr.gpu_max_true_c
+            .push(plant.true_gpu_temps_c().iter().copied().fold(f32::MIN, f32::max) as f64);
+        tr.gpu_max_meas_c.push(
+            plant
+                .measurements()
+                .gpus
+                .temp_c
+                .iter()
+                .copied()
+                .filter(|v| v.is_finite())
+                .fold(f32::MIN, f32::max) as f64,
+        );
+    }
+    Ok(RunOut {
+        trace: tr,
+        twin,
+        fac,
+        events,
+        score_k,
+    })
+}
+
+fn m_it(plant: &Plant) -> f64 {
+    let v = plant.measurements().meter.it_power_kw.value;
+    if v.is_finite() {
+        v
+    } else {
+        f64::NAN
+    }
+}
+
+fn sensor_faults(gpus: u32, cdus: u32) -> Vec<EventSpec> {
+    let c = |i: u32| i % cdus.max(1);
+    let mk = |s: f64, e: f64, point, failure| EventSpec {
+        start_h: s,
+        end_h: Some(e),
+        fault: FaultKind::Sensor { point, failure },
+    };
+    vec![
+        mk(
+            8.0,
+            40.0,
+            SensorPoint::CduSupplyTemp(c(1)),
+            SensorFailure::Drift { rate_per_h: 0.3 },
+        ),
+        mk(14.0, 50.0, SensorPoint::CduReturnTemp(c(2)), SensorFailure::Stuck),
+        mk(
+            20.0,
+            60.0,
+            SensorPoint::CduFlow(c(3)),
+            SensorFailure::Drift { rate_per_h: 1.0 },
+        ),
+        mk(
+            26.0,
+            70.0,
+            SensorPoint::FacilitySupplyTemp(0),
+            SensorFailure::Drift { rate_per_h: 0.3 },
+        ),
+        mk(32.0, 80.0, SensorPoint::GpuTemp(gpus / 3), SensorFailure::Stuck),
+        mk(
+            38.0,
+            90.0,
+            SensorPoint::GpuTemp(gpus / 2 + 7),
+            SensorFailure::Drift { rate_per_h: 0.5 },
+        ),
+        mk(44.0, 48.0, SensorPoint::CduSupplyTemp(c(5)), SensorFailure::Sentinel),
+        mk(50.0, 54.0, SensorPoint::CduFlow(c(7)), SensorFailure::Dropout),
+    ]
+}
+
+fn matches(id: SensorId, p: SensorPoint) -> bool {
+    match (id, p) {
+        (SensorId::CduSupplyTemp(a), SensorPoint::CduSupplyTemp(b))
+        | (SensorId::CduReturnTemp(a), SensorPoint::CduReturnTemp(b))
+        | (SensorId::CduFlow(a), SensorPoint::CduFlow(b))
+        | (SensorId::FacilitySupplyTemp(a), SensorPoint::FacilitySupplyTemp(b))
+        | (SensorId::GpuTemp(a), SensorPoint::GpuTemp(b)) => a == b,
+        (
+            SensorId::CduLoop(a),
+            SensorPoint::CduSupplyTemp(b) | SensorPoint::CduReturnTemp(b) | SensorPoint::CduFlow(b),
+        ) => a == b,
+        _ => false,
+    }
+}
+
+/// Run the evaluation. `out_dir`: write predicted-vs-actual plots there.
+pub fn eval(
+    o: &EvalOptions,
+    base: &Path,
+    out_dir: Option<&Path>,
+    progress: &mut dyn FnMut(&str),
+) -> Result<EvalReport, EvalError> {
+    let wall = Instant::now();
+    // 1. Train.
+    progress("train run");
+    let train_sc = scenario(
+        o,
+        &o.train_weather,
+        o.seed,
+        o.train_start_day,
+        o.train_days,
+        vec![],
+        base,
+    )?;
+    let train = simulate(&train_sc, FacilityModel::default(), true, None, o.seed)?;
+    let mut fac = train.fac;
+    fac.fit().map_err(|e| EvalError::Fit(format!("facility model: {e}")))?;
+    let dt = o.step_s;
+    let jobs_train = train_sc.workload.jobs().to_vec();
+    let tt = &train.trace;
+    let exo_train = |k: usize, h: usize| Exogenous {
+        dry_bulb_c: tt.dry_bulb_c.get(k + h).copied().unwrap_or(tt.dry_bulb_c[k]),
+        committed_gpus: committed(&jobs_train, k as f64 * dt, (k + h) as f64 * dt),
+        busy_gpus_now: tt.busy[k],
+    };
+    let forecaster = Forecaster::train(&tt.it_meter_kw, dt, 0.0, &[900.0, 3600.0, 4.0 * 3600.0], &exo_train)
+        .map_err(|e| EvalError::Fit(e.to_string()))?;
+
+    // 2. Test with sensor faults.
+    progress(&format!(
+        "test run (train done after {:.1} s)",
+        wall.elapsed().as_secs_f64()
+    ));
+    let np_probe = Nameplate::from_site(&train_sc.site);
+    let faults = sensor_faults(np_probe.topo.gpu_count as u32, np_probe.topo.cdus.len() as u32);
+    let test_sc = scenario(
+        o,
+        &o.test_weather,
+        o.seed + 1,
+        o.test_start_day,
+        o.test_days,
+        faults,
+        base,
+    )?;
+    let test = simulate(&test_sc, fac.clone(), false, Some(&forecaster), o.seed + 1)?;
+    let t = &test.trace;
+    let sk = test.score_k;
+    // Hourly facility power.
+    let hour = (3600.0 / dt).round() as usize;
+    let (mut act_h, mut pred_h, mut pue_err) = (Vec::new(), Vec::new(), Vec::new());
+    let n_scored = t.fac_pred_kw.len();
+    let mut i = 0;
+    while i + hour <= n_scored {
+        let a: f64 = (i..i + hour).map(|j| t.fac_true_kw[sk + j]).sum::<f64>() / hour as f64;
+        let p: f64 = (i..i + hour).map(|j| t.fac_pred_kw[j]).sum::<f64>() / hour as f64;
+        let it: f64 = (i..i + hour).map(|j| t.it_true_kw[sk + j]).sum::<f64>() / hour as f64;
+        if p.is_finite() && a.is_finite() && it > 0.0 {
+            act_h.push(a);
+            pred_h.push(p);
+            pue_err.push((p / it - a / it).abs());
+        }
+        i += hour;
+    }
+    let n = act_h.len().max(1) as f64;
+    let mean_a = act_h.iter().sum::<f64>() / n;
+    let rmse = (act_h.iter().zip(&pred_h).map(|(a, p)| (a - p).powi(2)).sum::<f64>() / (n - 1.0).max(1.0)).sqrt();
+    let cv_rmse_pct = 100.0 * rmse / mean_a;
+    let nmbe_pct = 100.0 * act_h.iter().zip(&pred_h).map(|(a, p)| a - p).sum::<f64>() / ((n - 1.0).max(1.0) * mean_a);
+    let pue_mae = pue_err.iter().sum::<f64>() / pue_err.len().max(1) as f64;
+    let hot: Vec<(f64, f64)> = t
+        .hot_pred
+        .iter()
+        .filter_map(|&(j, p)| t.gpu_max_true_c.get(j).map(|&a| (p, a)))
+        .filter(|(p, a)| p.is_finite() && a.is_finite())
+        .collect();
+    let hottest_gpu_mae_true_k = hot.iter().map(|(p, a)| (p - a).abs()).sum::<f64>() / hot.len().max(1) as f64;
+    let hot_m: Vec<(f64, f64)> = t
+        .hot_pred
+        .iter()
+        .filter_map(|&(j, p)| t.gpu_max_meas_c.get(j).map(|&a| (p, a)))
+        .filter(|(p, a)| p.is_finite() && a.is_finite())
+        .collect();
+    let hottest_gpu_mae_k = hot_m.iter().map(|(p, a)| (p - a).abs()).sum::<f64>() / hot_m.len().max(1) as f64;
+    // Forecast skill on the scored part of the test run.
+    let jobs_test = test_sc.workload.jobs().to_vec();
+    let exo_test = |k: usize, h: usize| Exogenous {
+        dry_bulb_c: t.dry_bulb_c.get(sk + k + h).copied().unwrap_or(t.dry_bulb_c[sk + k]),
+        committed_gpus: committed(&jobs_test, (sk + k) as f64 * dt, (sk + k + h) as f64 * dt),
+        busy_gpus_now: t.busy[sk + k],
+    };
+    // Give the forecaster a day of history before the scored window (the warm-up).
+    let hist0 = sk.saturating_sub((86_400.0 / dt) as usize + hour);
+    let exo_hist = |k: usize, h: usize| exo_test(k + hist0 - sk.min(k + hist0), h);
+    let _ = exo_hist;
+    let scores = evaluate(&forecaster, &t.it_meter_kw[hist0..], hist0 as f64 * dt, &|k, h| {
+        Exogenous {
+            dry_bulb_c: t
+                .dry_bulb_c
+                .get(hist0 + k + h)
+                .copied()
+                .unwrap_or(t.dry_bulb_c[hist0 + k]),
+            committed_gpus: committed(&jobs_test, (hist0 + k) as f64 * dt, (hist0 + k + h) as f64 * dt),
+            busy_gpus_now: t.busy[hist0 + k],
+        }
+    });
+    // Sensor faults.
+    let score_t0 = sk as f64 * dt;
+    let injected: Vec<(SensorPoint, f64, f64)> = test_sc
+        .events
+        .iter()
+        .filter_map(|e| match e.fault {
+            FaultKind::Sensor { point, .. } => Some((point, e.start_s, e.end_s.unwrap_or(f64::INFINITY))),
+            _ => None,
+        })
+        .collect();
+    let sensor_events: Vec<(f64, SensorId)> = test
+        .events
+        .iter()
+        .filter(|e| e.t_s >= score_t0)
+        .filter_map(|e| match e.kind {
+            TwinEventKind::SensorImplausible { sensor, .. } => Some((e.t_s, sensor)),
+            _ => None,
+        })
+        .collect();
+    let matched = |(ts, id): &(f64, SensorId)| {
+        injected
+            .iter()
+            .any(|(p, s, e)| matches(*id, *p) && *ts >= *s && *ts <= *e + 7200.0)
+    };
+    let mut by_kind = std::collections::BTreeMap::new();
+    for e in test.events.iter().filter(|e| e.t_s >= score_t0) {
+        if let TwinEventKind::SensorImplausible { sensor, issue } = e.kind {
+            let name = format!("{sensor:?}").split('(').next().unwrap_or("?").to_string();
+            *by_kind.entry(format!("{name}/{issue:?}")).or_insert(0) += 1;
+        }
+    }
+    let tp = sensor_events.iter().filter(|e| matched(e)).count();
+    let fault_precision = if sensor_events.is_empty() {
+        f64::NAN
+    } else {
+        tp as f64 / sensor_events.len() as f64
+    };
+    let found = injected
+        .iter()
+        .filter(|(p, s, e)| {
+            sensor_events
+                .iter()
+                .any(|(ts, id)| matches(*id, *p) && *ts >= *s && *ts <= *e + 7200.0)
+        })
+        .count();
+    let fault_recall = found as f64 / injected.len().max(1) as f64;
+    let mut maintenance_events: Vec<String> = Vec::new();
+    for e in &test.events {
+        if let TwinEventKind::Maintenance { cdu, finding, loss } = e.kind {
+            maintenance_events.push(format!(
+                "test t {:.1} h: CDU {cdu} {finding:?} {:.0} %",
+                e.t_s / 3600.0,
+                loss * 100.0
+            ));
+        }
+    }
+    let mut false_alarms = maintenance_events.len();
+    let ncdu = test.twin.nameplate().topo.cdus.len();
+    let mut fa_cdu_days = o.test_days * ncdu as f64;
+    let h2l = test.twin.calibration().cdu_heat_to_liquid[0];
+
+    // 3. Fouling.
+    let mut fouling_detect_days = f64::NAN;
+    if o.fouling_days > 0.0 {
+        progress(&format!(
+            "fouling run (test done after {:.1} s)",
+            wall.elapsed().as_secs_f64()
+        ));
+        let onset_h = 48.0;
+        let ev = vec![EventSpec {
+            start_h: onset_h,
+            end_h: None,
+            fault: FaultKind::HxFouling {
+                cdu: 0,
+                ua_loss_pct: 20.0,
+            },
+        }];
+        let fsc = scenario(
+            o,
+            &o.test_weather,
+            o.seed + 2,
+            o.test_start_day,
+            o.fouling_days,
+            ev,
+            base,
+        )?;
+        let fr = simulate(&fsc, fac.clone(), false, None, o.seed + 2)?;
+        let onset_s = fsc.scoring_start_s() + onset_h * 3600.0;
+        for e in &fr.events {
+            if let TwinEventKind::Maintenance { cdu, finding, .. } = e.kind {
+                if cdu == 0 && finding == Maintenance::HxFouling && e.t_s >= onset_s && fouling_detect_days.is_nan() {
+                    fouling_detect_days = (e.t_s - onset_s) / 86_400.0;
+                } else if !(cdu == 0 && e.t_s >= onset_s) {
+                    false_alarms += 1;
+                    maintenance_events.push(format!("fouling run t {:.1} h: CDU {cdu} {finding:?}", e.t_s / 3600.0));
+                }
+            }
+        }
+        fa_cdu_days += o.fouling_days * (ncdu as f64 - 1.0);
+    }
+
+    // 4. What-if speed: candidate 15-minute horizons at 60 s steps, one core.
+    let model = HallModel::from_twin(&test.twin, &fac);
+    let m_last = {
+        let mut st = coolplane_twin::whatif::HallState {
+            rack_it_kw: test.twin.estimate().racks.iter().map(|r| r.it_kw.value).collect(),
+            rack_pmax_w: vec![test.twin.nameplate().gpu_tdp_w * 0.9; test.twin.nameplate().topo.racks.len()],
+            cdu_supply_c: test.twin.estimate().cdus.iter().map(|c| c.supply_c.value).collect(),
+            dry_bulb_c: 25.0,
+            wet_bulb_c: 20.0,
+        };
+        st.rack_it_kw.iter_mut().for_each(|v| {
+            if !v.is_finite() {
+                *v = 0.0
+            }
+        });
+        st
+    };
+    let scale = vec![1.0; 15];
+    let t0 = Instant::now();
+    let mut n_h = 0u64;
+    let mut acc = 0.0;
+    while t0.elapsed().as_secs_f64() < 1.0 {
+        for j in 0..100 {
+            let cand = Candidate {
+                cdu_supply_c: 30.0 + (j % 15) as f64,
+                cdu_flow_frac: 0.6 + (j % 5) as f64 * 0.1,
+                facility_supply_c: 25.0 + (j % 7) as f64,
+                gpu_cap_w: 600.0 + (j % 4) as f64 * 100.0,
+            };
+            acc += model.simulate(&m_last, &scale, 60.0, &cand).facility_kw;
+            n_h += 1;
+        }
+    }
+    let whatif_horizons_per_s = n_h as f64 / t0.elapsed().as_secs_f64();
+    std::hint::black_box(acc);
+
+    let s15 = scores.iter().find(|s| (s.horizon_s - 900.0).abs() < 1.0);
+    let s60 = scores.iter().find(|s| (s.horizon_s - 3600.0).abs() < 1.0);
+    let report = EvalReport {
+        site: o.site.clone(),
+        train: format!(
+            "{} seed {} days {}+{}",
+            train_sc.weather_name, o.seed, o.train_start_day, o.train_days
+        ),
+        test: format!(
+            "{} seed {} days {}+{}",
+            test_sc.weather_name,
+            o.seed + 1,
+            o.test_start_day,
+            o.test_days
+        ),
+        workload: o.workload.clone(),
+        cv_rmse_pct,
+        nmbe_pct,
+        pue_mae,
+        hottest_gpu_mae_k,
+        hottest_gpu_mae_true_k,
+        forecast_skill_15min: s15.map_or(f64::NAN, |s| s.skill),
+        forecast_skill_1h: s60.map_or(f64::NAN, |s| s.skill),
+        seasonal_naive_skill_1h: s60.map_or(f64::NAN, |s| 1.0 - s.mae_seasonal_naive / s.mae_persistence),
+        p90_coverage_1h: s60.map_or(f64::NAN, |s| s.p90_coverage),
+        fault_precision,
+        fault_recall,
+        faults_injected: injected.len(),
+        sensor_events: sensor_events.len(),
+        fouling_detect_days,
+        maintenance_false_alarms: false_alarms,
+        false_alarm_days: fa_cdu_days / ncdu.max(1) as f64,
+        heat_to_liquid_cdu0: (h2l.value, h2l.lo, h2l.hi),
+        whatif_horizons_per_s,
+        cooling_rest_bias_kw: (t.parts[0] - t.parts[1]) / t.parts[4].max(1.0),
+        other_overhead_bias_kw: (t.parts[2] - t.parts[3]) / t.parts[4].max(1.0),
+        false_alarm_events: maintenance_events,
+        sensor_events_by_kind: by_kind,
+        wall_s: wall.elapsed().as_secs_f64(),
+    };
+    if let Some(dir) = out_dir {
+        let hot_pts: Vec<(f64, f64, f64)> = t
+            .hot_pred
+            .iter()
+            .filter_map(|&(j, p)| {
+                t.gpu_max_true_c
+                    .get(j)
+                    .map(|&a| ((j as f64 * dt - score_t0) / 3600.0, p, a))
+            })
+            .collect();
+        let fac_pts: Vec<(f64, f64, f64)> = pred_h
+            .iter()
+            .zip(&act_h)
+            .enumerate()
+            .map(|(i, (p, a))| (i as f64, *p, *a))
+            .collect();
+        plot_pair(
+            dir,
+            "twin_facility_power.png",
+            "Facility power, hourly: twin (blue) vs plant (black), kW",
+            &fac_pts,
+        )?;
+        plot_pair(
+            dir,
+            "twin_hottest_gpu.png",
+            "Hottest GPU 15 min ahead: twin (blue) vs plant (black), °C",
+            &hot_pts,
+        )?;
+    }
+    Ok(report)
+}
+
+fn plot_pair(dir: &Path, name: &str, title: &str, pts: &[(f64, f64, f64)]) -> Result<PathBuf, EvalError> {
+    use plotters::prelude::*;
+    crate::plot::ensure_font().map_err(|e| EvalError::Plot(e.to_string()))?;
+    if !dir.is_dir() {
+        return Err(EvalError::Plot(format!(
+            "{} is not an existing directory",
+            dir.display()
+        )));
+    }
+    let pts: Vec<_> = pts
+        .iter()
+        .copied()
+        .filter(|(x, p, a)| x.is_finite() && p.is_finite() && a.is_finite())
+        .collect();
+    if pts.is_empty() {
+        return Err(EvalError::Plot(format!("{name}: nothing to plot")));
+    }
+    let (x0, x1) = (pts[0].0, pts[pts.len() - 1].0.max(pts[0].0 + 1.0));
+    let lo = pts.iter().map(|p| p.1.min(p.2)).fold(f64::INFINITY, f64::min);
+    let hi = pts.iter().map(|p| p.1.max(p.2)).fold(f64::NEG_INFINITY, f64::max);
+    let pad = ((hi - lo) * 0.05).max(0.1);
+    let path = dir.join(name);
+    let r = (|| -> Result<(), Box<dyn std::error::Error>> {
+        let root = BitMapBackend::new(&path, (1200, 500)).into_drawing_area();
+        root.fill(&WHITE)?;
+        let mut ch = ChartBuilder::on(&root)
+            .caption(title, (crate::plot::FONT, 18))
+            .margin(10)
+            .x_label_area_size(30)
+            .y_label_area_size(60)
+            .build_cartesian_2d(x0..x1, (lo - pad)..(hi + pad))?;
+        ch.configure_mesh()
+            .x_desc("h")
+            .label_style((crate::plot::FONT, 12))
+            .draw()?;
+        ch.draw_series(LineSeries::new(pts.iter().map(|p| (p.0, p.2)), &BLACK))?;
+        ch.draw_series(LineSeries::new(pts.iter().map(|p| (p.0, p.1)), &BLUE))?;
+        root.present()?;
+        Ok(())
+    })();
+    r.map_err(|e| EvalError::Plot(format!("{}: {e}", path.display())))?;
+    Ok(path)
+}

@@ -1,0 +1,328 @@
+//! What-if: a reduced-order hall model, calibrated from the twin, that predicts the hottest-GPU
+//! temperature, cooling power and facility power over a horizon for a candidate set of
+//! setpoints and a GPU power cap.
+//!
+//! Per rack: hottest GPU = CDU supply (first-order approach to its setpoint) + learned manifold
+//! pick-up + learned rise `a·p + b·p·(q/q_design)^-0.8` at the rack's hottest-GPU power `p`
+//! (capped) and flow `q`. Per CDU: pump power from the learned cube law. Facility side: two
+//! ridge models learned from the meters, in the IT load, outdoor dry/wet-bulb and facility
+//! supply setpoint (piecewise-linear hinges, because heat rejection stages adiabatic assist and
+//! the trim chiller): heat-rejection + facility-pump + chiller power, and the rest of the
+//! facility overhead (electrical losses, air handling, misc).
+
+use crate::estimate::{thermal_features, Twin};
+use crate::regress::{LinearFit, Samples};
+use coolplane_core::signals::{Measurements, Quality};
+use serde::{Deserialize, Serialize};
+
+/// Number of facility-model features.
+pub const N_FAC: usize = 10;
+
+/// Features of the facility models (kW inputs, °C).
+pub fn facility_features(it_kw: f64, dry_bulb_c: f64, wet_bulb_c: f64, fac_setpoint_c: f64) -> [f64; N_FAC] {
+    let x = dry_bulb_c - fac_setpoint_c;
+    let w = wet_bulb_c - fac_setpoint_c;
+    let h = |v: f64, k: f64| (v - k).max(0.0);
+    let it = it_kw;
+    [
+        it,
+        it * it / 1e4,
+        it * h(x, -15.0) / 10.0,
+        it * h(x, -10.0) / 10.0,
+        it * h(x, -5.0) / 10.0,
+        it * h(x, 0.0) / 10.0,
+        it * h(x, 5.0) / 10.0,
+        it * h(w, -10.0) / 10.0,
+        it * h(w, -5.0) / 10.0,
+        it * h(w, 0.0) / 10.0,
+    ]
+}
+
+/// Learns the facility side from the meters.
+#[derive(Debug, Clone)]
+pub struct FacilityModel {
+    cooling: Samples,
+    other: Samples,
+    /// Fit of heat-rejection fans + facility pumps + chiller, kW.
+    pub cooling_fit: Option<LinearFit>,
+    /// Fit of facility − IT − all metered cooling, kW.
+    pub other_fit: Option<LinearFit>,
+}
+
+impl Default for FacilityModel {
+    fn default() -> Self {
+        Self {
+            cooling: Samples::new(N_FAC, 50_000),
+            other: Samples::new(N_FAC, 50_000),
+            cooling_fit: None,
+            other_fit: None,
+        }
+    }
+}
+
+/// Facility-level inputs read from a snapshot: (IT kW, dry-bulb, wet-bulb, facility setpoint,
+/// metered rest-of-cooling kW, CDU pumps kW, facility kW); `None` when any is missing.
+pub fn facility_inputs(m: &Measurements) -> Option<[f64; 7]> {
+    let ok = |r: &coolplane_core::signals::Reading| r.quality != Quality::Bad && r.value.is_finite();
+    let f0 = m.facilities.first()?;
+    if !(ok(&m.meter.it_power_kw)
+        && ok(&m.meter.facility_power_kw)
+        && ok(&f0.outdoor_dry_bulb_c)
+        && ok(&f0.outdoor_wet_bulb_c))
+    {
+        return None;
+    }
+    let n = m.facilities.len() as f64;
+    let sp = m.facilities.iter().map(|f| f.supply_setpoint_c.value).sum::<f64>() / n;
+    let mut rest = 0.0;
+    for f in &m.facilities {
+        if !(ok(&f.fan_power_kw) && ok(&f.pump_power_kw) && ok(&f.chiller_power_kw)) {
+            return None;
+        }
+        rest += f.fan_power_kw.value + f.pump_power_kw.value + f.chiller_power_kw.value;
+    }
+    let mut pumps = 0.0;
+    for c in &m.cdus {
+        if !ok(&c.pump_power_kw) {
+            return None;
+        }
+        pumps += c.pump_power_kw.value;
+    }
+    Some([
+        m.meter.it_power_kw.value,
+        f0.outdoor_dry_bulb_c.value,
+        f0.outdoor_wet_bulb_c.value,
+        sp,
+        rest,
+        pumps,
+        m.meter.facility_power_kw.value,
+    ])
+}
+
+impl FacilityModel {
+    /// Add one snapshot.
+    pub fn observe(&mut self, m: &Measurements) {
+        if let Some([it, db, wb, sp, rest, pumps, fac]) = facility_inputs(m) {
+            let x = facility_features(it, db, wb, sp);
+            self.cooling.push(&x, rest);
+            self.other.push(&x, fac - it - rest - pumps);
+        }
+    }
+    /// Fit both models.
+    pub fn fit(&mut self) -> Result<(), crate::regress::FitError> {
+        self.cooling_fit = Some(self.cooling.fit(1e-4)?);
+        self.other_fit = Some(self.other.fit(1e-4)?);
+        Ok(())
+    }
+    /// (rest-of-cooling kW, other overhead kW) predicted.
+    pub fn predict(&self, it_kw: f64, db: f64, wb: f64, sp: f64) -> Option<(f64, f64)> {
+        let x = facility_features(it_kw, db, wb, sp);
+        Some((
+            self.cooling_fit.as_ref()?.predict(&x).max(0.0),
+            self.other_fit.as_ref()?.predict(&x),
+        ))
+    }
+}
+
+/// A candidate to evaluate.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Candidate {
+    /// CDU supply setpoint, °C (all CDUs).
+    pub cdu_supply_c: f64,
+    /// CDU flow as a fraction of design flow.
+    pub cdu_flow_frac: f64,
+    /// Facility supply setpoint, °C.
+    pub facility_supply_c: f64,
+    /// GPU power cap, W.
+    pub gpu_cap_w: f64,
+}
+
+/// The present, as the horizon starts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct HallState {
+    /// Per rack: IT power, kW.
+    pub rack_it_kw: Vec<f64>,
+    /// Per rack: hottest-GPU power, W.
+    pub rack_pmax_w: Vec<f64>,
+    /// Per CDU: supply temperature now, °C.
+    pub cdu_supply_c: Vec<f64>,
+    /// Outdoor dry-bulb, °C.
+    pub dry_bulb_c: f64,
+    /// Outdoor wet-bulb, °C.
+    pub wet_bulb_c: f64,
+}
+
+/// What a candidate leads to.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+pub struct Outcome {
+    /// Hottest GPU over the horizon, °C.
+    pub hottest_gpu_c: f64,
+    /// Hottest GPU at the end of the horizon, °C.
+    pub hottest_gpu_end_c: f64,
+    /// Mean cooling power (CDU pumps, heat rejection, facility pumps, chiller), kW.
+    pub cooling_kw: f64,
+    /// Mean facility power, kW.
+    pub facility_kw: f64,
+    /// Mean IT power, kW.
+    pub it_kw: f64,
+}
+
+/// The reduced-order hall model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HallModel {
+    rack_cdu: Vec<usize>,
+    rack_fit: Vec<[f64; 3]>,
+    rack_design_flow: Vec<f64>,
+    cdu_pump_kw: Vec<[f64; 2]>,
+    fac: Option<(LinearFit, LinearFit)>,
+    /// Time constant of the CDU supply's approach to a new setpoint, s.
+    pub supply_tau_s: f64,
+    /// Share of rack IT power drawn by the GPUs (nameplate-level assumption for caps).
+    pub gpu_share: f64,
+}
+
+impl HallModel {
+    /// Build from a calibrated twin and a fitted facility model. Racks without a thermal fit
+    /// use the median fit of the others.
+    pub fn from_twin(twin: &Twin, fac: &FacilityModel) -> Self {
+        let np = twin.nameplate();
+        let cal = twin.calibration();
+        let mut fits: Vec<Option<[f64; 3]>> = (0..np.topo.racks.len())
+            .map(|r| {
+                cal.rack_thermal[r].as_ref().map(|f| {
+                    [
+                        f.intercept
+                            + if cal.rack_pickup_k[r].is_finite() {
+                                cal.rack_pickup_k[r].clamp(0.0, 5.0)
+                            } else {
+                                0.0
+                            },
+                        f.coef[0],
+                        f.coef[1],
+                    ]
+                })
+            })
+            .collect();
+        let mut good: Vec<[f64; 3]> = fits.iter().flatten().copied().collect();
+        good.sort_by(|a, b| (a[1] + a[2]).total_cmp(&(b[1] + b[2])));
+        let median = good.get(good.len() / 2).copied().unwrap_or([0.5, 0.0, 0.03]);
+        for f in &mut fits {
+            f.get_or_insert(median);
+        }
+        let rack_design_flow = np
+            .topo
+            .racks
+            .iter()
+            .map(|r| np.cdu_design_flow_lpm[r.cdu] / np.topo.cdus[r.cdu].racks.len().max(1) as f64)
+            .collect();
+        Self {
+            rack_cdu: np.topo.racks.iter().map(|r| r.cdu).collect(),
+            rack_fit: fits.into_iter().map(|f| f.unwrap_or(median)).collect(),
+            rack_design_flow,
+            cdu_pump_kw: cal
+                .cdu_pump_fit
+                .iter()
+                .map(|f| f.as_ref().map_or([0.0, 0.0], |f| [f.intercept, f.coef[0]]))
+                .collect(),
+            fac: match (&fac.cooling_fit, &fac.other_fit) {
+                (Some(a), Some(b)) => Some((a.clone(), b.clone())),
+                _ => None,
+            },
+            supply_tau_s: 300.0,
+            gpu_share: 0.8,
+        }
+    }
+
+    /// Simulate `load_scale.len()` steps of `dt_s` (the load scale multiplies the present IT
+    /// power; take it from the load forecast) under a candidate.
+    pub fn simulate(&self, st: &HallState, load_scale: &[f64], dt_s: f64, cand: &Candidate) -> Outcome {
+        let nc = self.cdu_pump_kw.len();
+        let mut sup = [0.0f64; 64];
+        let mut sup_v: Vec<f64>;
+        let sup: &mut [f64] = if nc <= 64 {
+            sup[..nc].copy_from_slice(&st.cdu_supply_c[..nc]);
+            &mut sup[..nc]
+        } else {
+            sup_v = st.cdu_supply_c.clone();
+            &mut sup_v[..]
+        };
+        let a = 1.0 - (-dt_s / self.supply_tau_s).exp();
+        let q3 = cand.cdu_flow_frac.powi(3);
+        let pumps: f64 = self.cdu_pump_kw.iter().map(|p| (p[0] + p[1] * q3).max(0.0)).sum();
+        let mut out = Outcome {
+            hottest_gpu_c: f64::NEG_INFINITY,
+            ..Default::default()
+        };
+        let steps = load_scale.len().max(1);
+        for &scale in load_scale {
+            for s in sup.iter_mut() {
+                *s += a * (cand.cdu_supply_c - *s);
+            }
+            let mut it = 0.0;
+            let mut hot = f64::NEG_INFINITY;
+            for r in 0..self.rack_fit.len() {
+                let p = (st.rack_pmax_w[r] * scale).min(cand.gpu_cap_w);
+                let capped = if st.rack_pmax_w[r] * scale > 0.0 {
+                    p / (st.rack_pmax_w[r] * scale)
+                } else {
+                    1.0
+                };
+                it += st.rack_it_kw[r] * scale * (1.0 - self.gpu_share * (1.0 - capped));
+                let f = &self.rack_fit[r];
+                let x = thermal_features(
+                    p,
+                    cand.cdu_flow_frac * self.rack_design_flow[r],
+                    self.rack_design_flow[r],
+                );
+                let t = sup[self.rack_cdu[r]] + f[0] + f[1] * x[0] + f[2] * x[1];
+                hot = hot.max(t);
+            }
+            out.hottest_gpu_c = out.hottest_gpu_c.max(hot);
+            out.hottest_gpu_end_c = hot;
+            let (rest, other) = match &self.fac {
+                Some((c, o)) => {
+                    let x = facility_features(it, st.dry_bulb_c, st.wet_bulb_c, cand.facility_supply_c);
+                    (c.predict(&x).max(0.0), o.predict(&x))
+                }
+                None => (f64::NAN, f64::NAN),
+            };
+            out.cooling_kw += pumps + rest;
+            out.facility_kw += it + pumps + rest + other;
+            out.it_kw += it;
+        }
+        let n = steps as f64;
+        out.cooling_kw /= n;
+        out.facility_kw /= n;
+        out.it_kw /= n;
+        out
+    }
+}
+
+/// The present hall state read from a snapshot.
+pub fn hall_state(twin: &Twin, m: &Measurements) -> HallState {
+    let np = twin.nameplate();
+    let est = twin.estimate();
+    let rack_pmax_w = np
+        .topo
+        .racks
+        .iter()
+        .map(|r| {
+            m.gpus
+                .power_w
+                .get(r.gpus.clone())
+                .map(|v| v.iter().fold(0.0f32, |a, &b| if b.is_finite() { a.max(b) } else { a }) as f64)
+                .unwrap_or(0.0)
+        })
+        .collect();
+    HallState {
+        rack_it_kw: est
+            .racks
+            .iter()
+            .map(|r| if r.it_kw.value.is_finite() { r.it_kw.value } else { 0.0 })
+            .collect(),
+        rack_pmax_w,
+        cdu_supply_c: est.cdus.iter().map(|c| c.supply_c.value).collect(),
+        dry_bulb_c: m.facilities.first().map_or(f64::NAN, |f| f.outdoor_dry_bulb_c.value),
+        wet_bulb_c: m.facilities.first().map_or(f64::NAN, |f| f.outdoor_wet_bulb_c.value),
+    }
+}
