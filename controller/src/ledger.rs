@@ -109,6 +109,8 @@ pub struct Domain {
     pub stale: bool,
     /// GPUs under this domain.
     pub gpus: u32,
+    /// GPUs of this domain held by live leases.
+    pub leased_gpus: u32,
     baseline_w: f64,
     granted_w: f64,
 }
@@ -284,6 +286,16 @@ pub enum LedgerError {
     /// Too many leases.
     #[error("lease table full ({0} leases)")]
     Full(usize),
+    /// The GPUs asked for on a node are held by other leases.
+    #[error("node `{node}` has {free} GPUs free, {asked} asked")]
+    GpusTaken {
+        /// Node name.
+        node: String,
+        /// Free GPUs there.
+        free: u32,
+        /// GPUs asked.
+        asked: u32,
+    },
 }
 
 /// Something the scheduler or the operator must know.
@@ -384,6 +396,8 @@ pub struct NodeHeadroom {
     pub score: u8,
     /// Some domain on its path is stale.
     pub stale: bool,
+    /// GPUs of the node no lease holds.
+    pub free_gpus: u32,
 }
 
 /// The answer of a feasibility check.
@@ -447,6 +461,7 @@ impl Ledger {
             observed_w: None,
             stale: false,
             gpus: 0,
+            leased_gpus: 0,
             baseline_w: 0.0,
             granted_w: 0.0,
         };
@@ -575,6 +590,15 @@ impl Ledger {
             .chain(self.ended.iter())
             .filter(move |l| l.request.external_id == external_id)
     }
+    /// What a live lease adds to domain `d` above the baseline, W.
+    pub fn contribution_w(&self, l: &Lease, d: DomainId) -> f64 {
+        l.weights
+            .iter()
+            .find(|x| x.0 == d)
+            .map(|x| x.1 * (l.granted_w - self.floor_w))
+            .unwrap_or(0.0)
+    }
+
     /// Take the events since the last call.
     pub fn drain_events(&mut self) -> Vec<LedgerEvent> {
         self.events.drain(..).collect()
@@ -746,6 +770,7 @@ impl Ledger {
             limiting: best.1,
             score,
             stale,
+            free_gpus: self.domains[node].gpus.saturating_sub(self.domains[node].leased_gpus),
         })
     }
 
@@ -781,6 +806,37 @@ impl Ledger {
             }
         }
         Ok(w.into_iter().collect())
+    }
+
+    fn check_free(&self, nodes: &[NodeShare]) -> Result<(), LedgerError> {
+        let mut per: BTreeMap<DomainId, u32> = BTreeMap::new();
+        for s in nodes {
+            *per.entry(s.node).or_default() += s.gpus;
+        }
+        for (n, asked) in per {
+            let d = &self.domains[n];
+            let free = d.gpus.saturating_sub(d.leased_gpus);
+            if asked > free {
+                return Err(LedgerError::GpusTaken {
+                    node: d.name.clone(),
+                    free,
+                    asked,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    fn count_gpus(&mut self, id: LeaseId, add: bool) {
+        let Some(l) = self.leases.get(&id) else { return };
+        for s in &l.request.nodes {
+            let d = &mut self.domains[s.node];
+            d.leased_gpus = if add {
+                d.leased_gpus + s.gpus
+            } else {
+                d.leased_gpus.saturating_sub(s.gpus)
+            };
+        }
     }
 
     fn validate(&self, r: &LeaseRequest) -> Result<(), LedgerError> {
@@ -838,6 +894,7 @@ impl Ledger {
     pub fn feasibility(&self, r: &LeaseRequest) -> Result<Feasibility, LedgerError> {
         self.validate(r)?;
         let w = self.weights(&r.nodes)?;
+        self.check_free(&r.nodes)?;
         Ok(match self.grantable(&w, None) {
             Err(d) => Feasibility {
                 feasible: false,
@@ -905,6 +962,7 @@ impl Ledger {
             weights,
         };
         self.leases.insert(id, lease);
+        self.count_gpus(id, true);
         self.set_grant(id, f.grant_w);
         Ok(id)
     }
@@ -1018,6 +1076,7 @@ impl Ledger {
     fn end(&mut self, id: LeaseId, state: LeaseState, now_s: f64) -> Lease {
         let floor = self.floor_w;
         self.set_grant(id, floor);
+        self.count_gpus(id, false);
         let mut l = self.leases.remove(&id).expect("caller checked");
         l.state = state;
         l.ended_s = Some(now_s);
@@ -1200,7 +1259,11 @@ impl Ledger {
     /// sums equal a recomputation. Returns a description of the first violation.
     pub fn check_invariant(&self) -> Result<(), String> {
         let mut granted = vec![0.0f64; self.domains.len()];
+        let mut leased = vec![0u32; self.domains.len()];
         for l in self.leases.values() {
+            for s in &l.request.nodes {
+                leased[s.node] += s.gpus;
+            }
             if l.granted_w + 1e-9 < self.floor_w || l.granted_w > l.request.request_w + 1e-9 {
                 return Err(format!(
                     "lease {} granted {} outside [floor, request]",
@@ -1215,6 +1278,12 @@ impl Ledger {
             }
         }
         for (i, dom) in self.domains.iter().enumerate() {
+            if leased[i] != dom.leased_gpus || (dom.kind == DomainKind::Node && leased[i] > dom.gpus) {
+                return Err(format!(
+                    "{}: {} GPUs leased, counted {}",
+                    dom.name, leased[i], dom.leased_gpus
+                ));
+            }
             if (granted[i] - dom.granted_w).abs() > SLACK_W.max(1e-9 * granted[i].abs()) * 10.0 {
                 return Err(format!(
                     "{}: running sum {} vs recomputed {}",

@@ -9,6 +9,8 @@
 //! messages. Everything the adapters could not read shows up as ageing or bad readings, which the
 //! controller turns into safe setpoints.
 
+pub mod http;
+
 use coolplane_adapters::clock::Clock;
 use coolplane_adapters::image::WirePlant;
 use coolplane_adapters::modbus::{spawn_device, DeviceConfig, DeviceStatus};
@@ -198,6 +200,9 @@ pub struct DaemonConfig {
     /// Modbus devices.
     #[serde(default, rename = "device")]
     pub devices: Vec<DeviceSection>,
+    /// The power-budget API for job schedulers (absent: not served).
+    #[serde(default)]
+    pub api: Option<http::ApiConfig>,
 }
 
 impl DaemonConfig {
@@ -217,6 +222,9 @@ impl DaemonConfig {
             ));
         }
         coolplane_policies::by_name(&c.daemon.policy).map_err(|e| cfg_err(file, format!("daemon.policy: {e}")))?;
+        if let Some(api) = &c.api {
+            api.validate().map_err(|e| cfg_err(file, e))?;
+        }
         for (i, d) in c.devices.iter().enumerate() {
             d.address
                 .parse::<SocketAddr>()
@@ -297,6 +305,7 @@ pub struct Daemon {
     clock: Clock,
     slowdown_c: f64,
     stale_after_s: f64,
+    api: Option<http::ApiState>,
 }
 
 fn load_map(base: &Path, spec: &str) -> Result<RegisterMap, String> {
@@ -380,6 +389,20 @@ impl Daemon {
         let policy = coolplane_policies::by_name(&cfg.daemon.policy)
             .map_err(|e| cfg_err(file, format!("daemon.policy: {e}")))?;
         let controller = Controller::new(&site, policy, cfg.controller);
+        let api = cfg.api.as_ref().map(|a| {
+            let epoch_unix_s = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs_f64())
+                .unwrap_or(0.0)
+                - clock.now_s() / clock.speed();
+            http::ApiState::new(
+                &site,
+                a,
+                Arc::new(move || clock.now_s()),
+                epoch_unix_s,
+                cfg.controller.stale_after_s,
+            )
+        });
         Ok(Self {
             wire: WirePlant::new(topo, cdus, facilities, meter, mqtt),
             controller,
@@ -387,7 +410,14 @@ impl Daemon {
             clock,
             slowdown_c: site.gpu.slowdown_c,
             stale_after_s: cfg.controller.stale_after_s,
+            api,
         })
+    }
+
+    /// The budget API's state, when the configuration has an `[api]` table (serve it with
+    /// [`http::serve`]).
+    pub fn api(&self) -> Option<http::ApiState> {
+        self.api.clone()
     }
 
     /// The controller (mode, setpoints, limits).
@@ -404,7 +434,10 @@ impl Daemon {
     pub fn tick(&mut self, report: &mut DaemonReport) -> TickStatus {
         let now = self.clock.now_s();
         let m = self.wire.measurements(now);
-        let actions = self.controller.tick(now, &m);
+        let mut actions = self.controller.tick(now, &m);
+        if let Some(api) = &self.api {
+            api.on_tick(now, &m, &mut actions);
+        }
         let unix_ms = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_millis() as i64)

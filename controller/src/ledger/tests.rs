@@ -314,7 +314,12 @@ proptest! {
                     let min = floor + min_frac * (tdp - floor);
                     let rq = floor + req_frac * (tdp - floor);
                     let r = LeaseRequest { ttl_s, ..req(&l, &ns, min, rq, prio, preempt) };
-                    let f = l.feasibility(&r).unwrap();
+                    let Ok(f) = l.feasibility(&r) else {
+                        // GPUs already held: creation must refuse too.
+                        let refused = matches!(l.create(r, now), Err(LedgerError::GpusTaken { .. }));
+                        prop_assert!(refused, "creation must refuse GPUs already leased");
+                        continue;
+                    };
                     let before: Vec<f64> = l.domains().iter().map(|d| d.granted_w()).collect();
                     let f2 = l.feasibility(&r).unwrap();
                     prop_assert_eq!(&f, &f2);
@@ -324,7 +329,7 @@ proptest! {
                             prop_assert!(f.feasible);
                             let g = l.lease(id).unwrap().granted_w;
                             prop_assert!((g - f.grant_w).abs() < 1e-6);
-                            prop_assert!(g + 1e-9 >= min && g <= rq + 1e-9);
+                            prop_assert!(g + 1e-9 >= min && g <= rq + 1e-9, "grant {} outside [{}, {}]", g, min, rq);
                             ids.push(id);
                         }
                         Err(_) => prop_assert!(!f.feasible),
@@ -356,6 +361,11 @@ proptest! {
             }
             if let Err(e) = l.check_invariant() {
                 return Err(TestCaseError::fail(e));
+            }
+            // Caps of the GPUs asked twice are never granted twice.
+            for n in 0..nodes {
+                let d = &l.domains()[l.node_domain(n).unwrap()];
+                prop_assert!(d.leased_gpus <= d.gpus);
             }
             // Every preempted or reduced lease was told.
             for e in l.drain_events() {
