@@ -746,10 +746,12 @@ impl Ledger {
         let i = node - self.node0;
         let mut best = (f64::INFINITY, node);
         let mut stale = false;
+        // A lease on the node's free GPUs takes over their measured (unmanaged) draw.
+        let freed = self.domains[node].unmanaged_w;
         for &d in &path {
             let dom = &self.domains[d];
             stale |= dom.stale;
-            let h = dom.headroom_w();
+            let h = dom.headroom_w() + freed;
             if h < best.0 {
                 best = (h, d);
             }
@@ -870,6 +872,7 @@ impl Ledger {
         &self,
         weights: &[(DomainId, f64)],
         exclude: Option<&Lease>,
+        freed: &[(DomainId, f64)],
     ) -> Result<(f64, Option<DomainId>), DomainId> {
         let mut best = (f64::INFINITY, None);
         for &(d, w) in weights {
@@ -877,11 +880,12 @@ impl Ledger {
             if dom.stale {
                 return Err(d);
             }
+            let freed_w = freed.iter().find(|x| x.0 == d).map(|x| x.1).unwrap_or(0.0);
             let own = exclude
                 .and_then(|l| l.weights.iter().find(|x| x.0 == d))
                 .map(|x| x.1 * (exclude.unwrap().granted_w - self.floor_w))
                 .unwrap_or(0.0);
-            let room = dom.limit().0 - dom.baseline_w - dom.unmanaged_w - (dom.granted_w - own);
+            let room = dom.limit().0 - dom.baseline_w - (dom.unmanaged_w - freed_w) - (dom.granted_w - own);
             let g = self.floor_w + room / w;
             if g < best.0 {
                 best = (g, Some(d));
@@ -890,12 +894,33 @@ impl Ledger {
         Ok(best)
     }
 
+    /// Unmanaged load that a lease on these GPUs takes over: the measured draw of the node's
+    /// unleased GPUs (its unmanaged load, [`crate::budget::Unleased::Observe`]) in proportion to
+    /// the GPUs leased, on the node and every domain above it.
+    fn freed(&self, nodes: &[NodeShare]) -> Vec<(DomainId, f64)> {
+        let mut out: BTreeMap<DomainId, f64> = BTreeMap::new();
+        for s in nodes {
+            let Some(path) = self.path(s.node) else { continue };
+            let d = &self.domains[s.node];
+            let free = d.gpus.saturating_sub(d.leased_gpus);
+            if free == 0 {
+                continue;
+            }
+            let f = d.unmanaged_w * (s.gpus.min(free) as f64 / free as f64);
+            for p in path {
+                *out.entry(p).or_default() += f;
+            }
+        }
+        out.into_iter().collect()
+    }
+
     /// Side-effect-free check of a request: would it be granted, how much, and what limits it.
     pub fn feasibility(&self, r: &LeaseRequest) -> Result<Feasibility, LedgerError> {
         self.validate(r)?;
         let w = self.weights(&r.nodes)?;
         self.check_free(&r.nodes)?;
-        Ok(match self.grantable(&w, None) {
+        let freed = self.freed(&r.nodes);
+        Ok(match self.grantable(&w, None, &freed) {
             Err(d) => Feasibility {
                 feasible: false,
                 grant_w: 0.0,
@@ -949,6 +974,10 @@ impl Ledger {
             return Err(self.not_feasible(&r, f));
         }
         let weights = self.weights(&r.nodes)?;
+        for (d, f) in self.freed(&r.nodes) {
+            let dom = &mut self.domains[d];
+            dom.unmanaged_w = (dom.unmanaged_w - f).max(0.0);
+        }
         let id = self.next_id;
         self.next_id += 1;
         let lease = Lease {
@@ -1038,7 +1067,7 @@ impl Ledger {
         r.max_w = max_w.unwrap_or(r.max_w);
         r.priority = priority.unwrap_or(r.priority);
         self.validate(&r)?;
-        let g = match self.grantable(&l.weights, Some(l)) {
+        let g = match self.grantable(&l.weights, Some(l), &[]) {
             Ok((g, _)) => floor_step(g.min(r.request_w)),
             // Stale path: keep (never raise) the grant.
             Err(_) => l.granted_w.min(r.request_w),
@@ -1051,7 +1080,7 @@ impl Ledger {
                     feasible: false,
                     grant_w: 0.0,
                     degraded: false,
-                    limiting: self.grantable(&l.weights, Some(l)).ok().and_then(|x| x.1),
+                    limiting: self.grantable(&l.weights, Some(l), &[]).ok().and_then(|x| x.1),
                     reason: Some("not enough headroom for the new minimum".into()),
                 };
                 return Err(self.not_feasible(&r, f));
@@ -1127,7 +1156,7 @@ impl Ledger {
         order.sort();
         for (_, id) in order {
             let l = &self.leases[&id];
-            if let Ok((g, _)) = self.grantable(&l.weights, Some(l)) {
+            if let Ok((g, _)) = self.grantable(&l.weights, Some(l), &[]) {
                 let g = floor_step(g.min(l.request.request_w));
                 if g > l.granted_w {
                     self.set_grant(id, g);

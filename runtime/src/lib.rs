@@ -495,6 +495,26 @@ impl Daemon {
         st
     }
 
+    /// The budget API's fast path: a limit changed, so feed the ledger and send the racks their
+    /// new caps now (power limits only: no setpoint, no heartbeat) instead of at the next tick.
+    pub fn caps_now(&mut self, report: &mut DaemonReport) -> usize {
+        let Some(api) = &self.api else { return 0 };
+        let now = self.clock.now_s();
+        let m = self.wire.measurements(now);
+        let mut actions = coolplane_core::signals::Actions::default();
+        let n = api.on_tick(now, &m, &mut actions);
+        let unix_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as i64)
+            .unwrap_or(0);
+        let applied = self.wire.apply(&actions, unix_ms);
+        report.refused += applied.refused.len() as u64;
+        for r in applied.refused {
+            eprintln!("coolplane: {r}");
+        }
+        n
+    }
+
     /// Run ticks until `shutdown` resolves, calling `on_tick` after each.
     pub async fn run(
         mut self,
@@ -504,11 +524,22 @@ impl Daemon {
         let mut report = DaemonReport::default();
         tokio::pin!(shutdown);
         let mut next = self.clock.now_s() + self.tick_s;
+        let kick = self.api.as_ref().map(|a| a.kick());
         loop {
             let wait = self.clock.wall(next - self.clock.now_s());
+            let kicked = async {
+                match &kick {
+                    Some(k) => k.notified().await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 _ = &mut shutdown => break,
                 _ = tokio::time::sleep(wait) => {}
+                _ = kicked => {
+                    self.caps_now(&mut report);
+                    continue;
+                }
             }
             let st = self.tick(&mut report);
             on_tick(&st);

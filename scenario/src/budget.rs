@@ -62,6 +62,7 @@ pub struct LedgerGate {
     sent: Vec<Vec<f32>>,
     report: BudgetReport,
     now_s: f64,
+    announced: Vec<(f64, f64, f64, bool)>,
 }
 
 impl LedgerGate {
@@ -110,7 +111,24 @@ impl LedgerGate {
             preempted: Vec::new(),
             report: BudgetReport::default(),
             now_s: 0.0,
+            announced: Vec::new(),
         }
+    }
+
+    /// The scenario's budget cuts, which the grid announces `spec.notice_s` before they start
+    /// (demand response with notice): the gate installs each as a site limit override from the
+    /// notice until the cut's end. With no notice nothing is announced.
+    pub fn with_announced(mut self, events: &[coolplane_sim_plant::faults::ScheduledFault]) -> Self {
+        if self.spec.notice_s > 0.0 {
+            for e in events {
+                if let coolplane_sim_plant::faults::FaultKind::BudgetCut { budget_kw } = e.fault {
+                    let end = e.end_s.unwrap_or(f64::INFINITY);
+                    self.announced
+                        .push((e.start_s - self.spec.notice_s, end, budget_kw * 1e3, false));
+                }
+            }
+        }
+        self
     }
 
     /// The ledger.
@@ -130,6 +148,17 @@ impl LedgerGate {
     /// the plant's measurements (it enforces every limit), collect the preempted jobs.
     pub fn begin_step(&mut self, t_s: f64, image: &Measurements) {
         self.now_s = t_s;
+        for a in &mut self.announced {
+            if !a.3 && a.0 <= t_s && t_s < a.1 {
+                a.3 = true;
+                let o = coolplane_controller::ledger::LimitOverride {
+                    watts: a.2,
+                    expires_s: a.1.min(1e15),
+                    reason: "demand-response budget cut, announced".into(),
+                };
+                let _ = self.ledger.set_override(0, Some(o), t_s);
+            }
+        }
         for h in self.held.values() {
             let _ = self.ledger.renew(h.lease, None, t_s);
         }

@@ -173,7 +173,10 @@ pub fn run(
     let hour_steps = ((3600.0 / dt).round() as u64).max(1);
     let slowdown = site.gpu.slowdown_c;
     let mut advice = None;
-    let mut gate = scenario.spec.budget.map(|b| crate::budget::LedgerGate::new(site, b));
+    let mut gate = scenario
+        .spec
+        .budget
+        .map(|b| crate::budget::LedgerGate::new(site, b).with_announced(&scenario.events));
     for k in 0..steps {
         let t = k as f64 * dt;
         if k == score_step {

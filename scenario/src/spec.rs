@@ -217,6 +217,9 @@ pub struct BudgetSpec {
     pub ttl_s: f64,
     /// Margin kept free at the site meter, fraction of the limit.
     pub site_margin_frac: f64,
+    /// Budget cuts (demand response) are announced this long before they start, s (0: not
+    /// announced; the ledger learns of a cut from the meter, one step late).
+    pub notice_s: f64,
 }
 
 impl Default for BudgetSpec {
@@ -227,6 +230,7 @@ impl Default for BudgetSpec {
             grace_s: 120.0,
             ttl_s: 600.0,
             site_margin_frac: 0.03,
+            notice_s: 0.0,
         }
     }
 }
@@ -284,6 +288,9 @@ impl ScenarioSpec {
                 if !(v.is_finite() && v > 0.0 && v <= 86_400.0) {
                     return Err(invalid(f, v, "must be within (0, 86400] s"));
                 }
+            }
+            if !(b.notice_s.is_finite() && (0.0..=86_400.0).contains(&b.notice_s)) {
+                return Err(invalid("budget.notice_s", b.notice_s, "must be within [0, 86400] s"));
             }
             if !(b.site_margin_frac.is_finite() && (0.0..0.5).contains(&b.site_margin_frac)) {
                 return Err(invalid(

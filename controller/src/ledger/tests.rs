@@ -376,3 +376,37 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_lease_takes_over_the_measured_draw_of_the_gpus_it_leases() {
+    let mut l = ledger();
+    let tdp = l.tdp_w();
+    let node = l.node_domain(0).unwrap();
+    let path = l.path(node).unwrap();
+    let rack = path[3];
+    // The node's four GPUs draw 1,000 W each without a lease: 4 × 600 × 1.25 = 3,000 W unmanaged.
+    for d in path {
+        l.set_unmanaged(d, 3000.0, 0.0).unwrap();
+    }
+    // The rack's breaker leaves exactly that: without the take-over no lease above the floor fits.
+    let load = l.domains()[rack].load_w();
+    l.set_override(
+        rack,
+        Some(LimitOverride {
+            watts: load,
+            expires_s: 1e9,
+            reason: String::new(),
+        }),
+        0.0,
+    )
+    .unwrap();
+    let f = l.feasibility(&req(&l, &[0], tdp, tdp, 0, true)).unwrap();
+    assert!(f.feasible, "{f:?}");
+    assert_eq!(l.node_headroom(node).unwrap().headroom_w, 3000.0);
+    // Another node on the rack gets nothing: its GPUs' draw is not taken over.
+    assert!(!l.feasibility(&req(&l, &[1], tdp, tdp, 0, true)).unwrap().feasible);
+    let id = l.create(req(&l, &[0], tdp, tdp, 0, true), 0.0).unwrap();
+    assert_eq!(l.lease(id).unwrap().granted_w, tdp);
+    assert_eq!(l.domains()[rack].unmanaged_w, 0.0);
+    l.check_invariant().unwrap();
+}

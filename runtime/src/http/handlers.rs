@@ -541,6 +541,7 @@ async fn delete_limit(
     let id = domain_id(&b, &name)?;
     b.ledger.set_override(id, None, now)?;
     eprintln!("coolplane api: {} removed the limit override of {name}", caller.name);
+    st.kick.notify_one();
     Ok(Json(domain_out(&st, &b, &b.ledger.domains()[id])))
 }
 

@@ -197,6 +197,7 @@ pub struct ApiState {
     clock: Arc<dyn Fn() -> f64 + Send + Sync>,
     epoch_unix_s: f64,
     events: broadcast::Sender<(String, String)>,
+    kick: Arc<tokio::sync::Notify>,
 }
 
 impl ApiState {
@@ -253,7 +254,14 @@ impl ApiState {
             clock,
             epoch_unix_s,
             events,
+            kick: Arc::new(tokio::sync::Notify::new()),
         }
+    }
+
+    /// Notified when a limit changed through the API: the daemon then sends the new caps at once
+    /// instead of waiting for its next tick (the power-budget fast path).
+    pub fn kick(&self) -> Arc<tokio::sync::Notify> {
+        self.kick.clone()
     }
 
     /// Plant time now, s.
