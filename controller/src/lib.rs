@@ -18,6 +18,9 @@
 //!
 //! Architecture invariants: no IO, no wall clock, no global random number generator.
 
+pub mod budget;
+pub mod ledger;
+
 use coolplane_core::signals::{Actions, CduCommand, FacilityCommand, Measurements, RackPowerLimits};
 use coolplane_core::site::Site;
 use coolplane_core::topology::Topology;

@@ -4,6 +4,7 @@
 //! checks, the performance-curve fit and benchmarks. This binary is the only place that knows the
 //! command line, reads configuration files for the user and prints reports.
 
+mod api_bench;
 mod bench;
 mod twin_cmd;
 mod wire;
@@ -50,6 +51,8 @@ enum Command {
     },
     /// Benchmarks of the simulated plant (figures for BENCHMARKS.md).
     Bench(bench::BenchArgs),
+    /// The budget API on a site with many active leases, for an external load generator.
+    BenchApiServer(api_bench::ApiBenchArgs),
     /// One command: the simulated plant on Modbus TCP and MQTT, an MQTT broker, and the
     /// controller closing the loop over the wire, with a live status line.
     Demo(wire::DemoArgs),
@@ -236,6 +239,7 @@ fn dispatch(cli: Cli) -> Result<()> {
         Command::FitPerf { data } => fit_perf(&data),
         Command::Bench(args) => bench::run(&args),
         Command::Twin { command } => twin_cmd::run(&command),
+        Command::BenchApiServer(args) => api_bench::run(&args),
         Command::Demo(args) => wire::demo(&args),
         Command::Run(args) => wire::daemon(&args),
         Command::SimPlant {

@@ -85,6 +85,70 @@ pub struct DemoArgs {
     /// Print the final KPIs as one JSON object on stdout.
     #[arg(long)]
     json: bool,
+    /// Address of the power-budget API (loopback by default).
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    api_listen: String,
+    /// Do not serve the power-budget API.
+    #[arg(long)]
+    no_api: bool,
+}
+
+/// Tokens of the demo's API (loopback only; a real daemon takes its tokens from its configuration).
+pub const DEMO_TOKENS: [(&str, &str, coolplane_runtime::http::Role); 3] = [
+    (
+        "demo-operator",
+        "demo-operator-token-change-me",
+        coolplane_runtime::http::Role::Operator,
+    ),
+    (
+        "demo-scheduler",
+        "demo-scheduler-token-change-me",
+        coolplane_runtime::http::Role::Scheduler,
+    ),
+    (
+        "demo-viewer",
+        "demo-viewer-token-change-me",
+        coolplane_runtime::http::Role::Viewer,
+    ),
+];
+
+/// Bind and serve the budget API of `daemon` until `stop` fires; prints where.
+async fn start_api(
+    daemon: &Daemon,
+    listen: &str,
+    site: &str,
+    demo_token: Option<&str>,
+) -> Result<Option<(tokio::task::JoinHandle<()>, tokio::sync::oneshot::Sender<()>)>> {
+    let Some(state) = daemon.api() else {
+        return Ok(None);
+    };
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .with_context(|| format!("binding the budget API to {listen} (choose another with --api-listen)"))?;
+    let addr = listener.local_addr()?;
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        if let Err(e) = coolplane_runtime::http::serve(listener, state, async {
+            let _ = rx.await;
+        })
+        .await
+        {
+            eprintln!("coolplane: budget API stopped: {e}");
+        }
+    });
+    println!("coolplane budget API: http://{addr}  (OpenAPI: http://{addr}/openapi.json)");
+    if let Some(t) = demo_token {
+        println!("  try: curl -s -H 'Authorization: Bearer {t}' http://{addr}/v1/domains/{site}");
+    }
+    let _ = std::io::stdout().flush();
+    Ok(Some((task, tx)))
+}
+
+async fn stop_api(api: Option<(tokio::task::JoinHandle<()>, tokio::sync::oneshot::Sender<()>)>) {
+    if let Some((task, tx)) = api {
+        let _ = tx.send(());
+        let _ = task.await;
+    }
 }
 
 /// `coolplane sim-plant serve`.
@@ -227,6 +291,7 @@ pub fn daemon_config_for(
                 ..DeviceSection::builtin(device_role(e.role), e.index, e.addr, (tick_s / 2.0).max(1.0))
             })
             .collect(),
+        api: None,
     }
 }
 
@@ -374,9 +439,25 @@ pub fn demo(a: &DemoArgs) -> Result<()> {
             a.sim.speed,
             duration_s / 3600.0
         );
-        let cfg = daemon_config_for(&sim, &a.sim.site, &a.policy, a.tick, a.sim.speed, Some(broker.clone()));
+        let mut cfg = daemon_config_for(&sim, &a.sim.site, &a.policy, a.tick, a.sim.speed, Some(broker.clone()));
+        if !a.no_api {
+            cfg.api = Some(coolplane_runtime::http::ApiConfig {
+                listen: a.api_listen.clone(),
+                tokens: DEMO_TOKENS
+                    .iter()
+                    .map(|(name, token, role)| coolplane_runtime::http::TokenConfig {
+                        name: name.to_string(),
+                        token: token.to_string(),
+                        role: *role,
+                    })
+                    .collect(),
+                ..Default::default()
+            });
+        }
         let daemon = Daemon::new(&cfg, Path::new("."), "demo", clock)?;
+        let api = start_api(&daemon, &a.api_listen, &scenario.site.site.name, Some(DEMO_TOKENS[0].1)).await?;
         let report = daemon.run(shutdown_after(clock, Some(duration_s)), status_printer()).await;
+        stop_api(api).await;
         if std::io::stderr().is_terminal() {
             eprintln!();
         }
@@ -586,7 +667,11 @@ pub fn daemon(a: &RunArgs) -> Result<()> {
             cfg.daemon.tick_s,
             cfg.devices.len()
         );
-        anyhow::Ok(d.run(shutdown_after(clock, duration_s), status_printer()).await)
+        let listen = cfg.api.as_ref().map(|x| x.listen.clone()).unwrap_or_default();
+        let api = start_api(&d, &listen, &cfg.daemon.site, None).await?;
+        let report = d.run(shutdown_after(clock, duration_s), status_printer()).await;
+        stop_api(api).await;
+        anyhow::Ok(report)
     })?;
     rt.shutdown_timeout(Duration::from_secs(1));
     print_report(&report);

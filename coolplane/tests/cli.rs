@@ -252,6 +252,9 @@ fn two_phase_immersion_site_runs_over_the_wire() {
     assert_eq!(w["rejected_writes"], 0, "{v}");
     assert_eq!(w["throttle_gpu_s"], 0.0);
     assert!(w["tank_pressure_max_gauge_kpa"].as_f64().unwrap() < 8.0, "{v}");
+}
+
+#[test]
 fn twin_eval_json_has_every_key_and_bad_input_is_named() {
     let out = coolplane(&[
         "twin",

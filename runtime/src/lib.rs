@@ -9,6 +9,8 @@
 //! messages. Everything the adapters could not read shows up as ageing or bad readings, which the
 //! controller turns into safe setpoints.
 
+pub mod http;
+
 use coolplane_adapters::clock::Clock;
 use coolplane_adapters::image::WirePlant;
 use coolplane_adapters::modbus::{spawn_device, DeviceConfig, DeviceStatus};
@@ -199,6 +201,9 @@ pub struct DaemonConfig {
     /// Modbus devices.
     #[serde(default, rename = "device")]
     pub devices: Vec<DeviceSection>,
+    /// The power-budget API for job schedulers (absent: not served).
+    #[serde(default)]
+    pub api: Option<http::ApiConfig>,
 }
 
 impl DaemonConfig {
@@ -218,6 +223,9 @@ impl DaemonConfig {
             ));
         }
         coolplane_policies::by_name(&c.daemon.policy).map_err(|e| cfg_err(file, format!("daemon.policy: {e}")))?;
+        if let Some(api) = &c.api {
+            api.validate().map_err(|e| cfg_err(file, e))?;
+        }
         for (i, d) in c.devices.iter().enumerate() {
             d.address
                 .parse::<SocketAddr>()
@@ -312,6 +320,7 @@ pub struct Daemon {
     stale_after_s: f64,
     twin: coolplane_twin::Twin,
     twin_t0: Option<f64>,
+    api: Option<http::ApiState>,
 }
 
 fn load_map(base: &Path, spec: &str) -> Result<RegisterMap, String> {
@@ -395,6 +404,20 @@ impl Daemon {
         let policy = coolplane_policies::by_name(&cfg.daemon.policy)
             .map_err(|e| cfg_err(file, format!("daemon.policy: {e}")))?;
         let controller = Controller::new(&site, policy, cfg.controller);
+        let api = cfg.api.as_ref().map(|a| {
+            let epoch_unix_s = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs_f64())
+                .unwrap_or(0.0)
+                - clock.now_s() / clock.speed();
+            http::ApiState::new(
+                &site,
+                a,
+                Arc::new(move || clock.now_s()),
+                epoch_unix_s,
+                cfg.controller.stale_after_s,
+            )
+        });
         Ok(Self {
             wire: WirePlant::new(topo, cdus, facilities, meter, mqtt),
             controller,
@@ -407,12 +430,19 @@ impl Daemon {
                 coolplane_twin::TwinConfig::default(),
             ),
             twin_t0: None,
+            api,
         })
     }
 
     /// The digital twin running on the live process image (estimates, calibration, events).
     pub fn twin(&self) -> &coolplane_twin::Twin {
         &self.twin
+    }
+
+    /// The budget API's state, when the configuration has an `[api]` table (serve it with
+    /// [`http::serve`]).
+    pub fn api(&self) -> Option<http::ApiState> {
+        self.api.clone()
     }
 
     /// The controller (mode, setpoints, limits).
@@ -429,7 +459,10 @@ impl Daemon {
     pub fn tick(&mut self, report: &mut DaemonReport) -> TickStatus {
         let now = self.clock.now_s();
         let m = self.wire.measurements(now);
-        let actions = self.controller.tick(now, &m);
+        let mut actions = self.controller.tick(now, &m);
+        if let Some(api) = &self.api {
+            api.on_tick(now, &m, &mut actions);
+        }
         // The twin: the same code as in simulation, on the same process image.
         if !self.twin.update(&m) {
             eprintln!("coolplane twin: process image does not match the site; snapshot ignored");
@@ -529,6 +562,26 @@ impl Daemon {
         st
     }
 
+    /// The budget API's fast path: a limit changed, so feed the ledger and send the racks their
+    /// new caps now (power limits only: no setpoint, no heartbeat) instead of at the next tick.
+    pub fn caps_now(&mut self, report: &mut DaemonReport) -> usize {
+        let Some(api) = &self.api else { return 0 };
+        let now = self.clock.now_s();
+        let m = self.wire.measurements(now);
+        let mut actions = coolplane_core::signals::Actions::default();
+        let n = api.on_tick(now, &m, &mut actions);
+        let unix_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as i64)
+            .unwrap_or(0);
+        let applied = self.wire.apply(&actions, unix_ms);
+        report.refused += applied.refused.len() as u64;
+        for r in applied.refused {
+            eprintln!("coolplane: {r}");
+        }
+        n
+    }
+
     /// Run ticks until `shutdown` resolves, calling `on_tick` after each.
     pub async fn run(
         mut self,
@@ -538,11 +591,22 @@ impl Daemon {
         let mut report = DaemonReport::default();
         tokio::pin!(shutdown);
         let mut next = self.clock.now_s() + self.tick_s;
+        let kick = self.api.as_ref().map(|a| a.kick());
         loop {
             let wait = self.clock.wall(next - self.clock.now_s());
+            let kicked = async {
+                match &kick {
+                    Some(k) => k.notified().await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 _ = &mut shutdown => break,
                 _ = tokio::time::sleep(wait) => {}
+                _ = kicked => {
+                    self.caps_now(&mut report);
+                    continue;
+                }
             }
             let st = self.tick(&mut report);
             on_tick(&st);

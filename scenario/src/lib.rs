@@ -9,6 +9,7 @@
 //! (`sim-plant`, `controller`, `policies`) do no IO at all. The only clock it reads is the wall
 //! clock around the controller's tick (computation-time KPI) and for progress.
 
+pub mod budget;
 pub mod plot;
 pub mod report;
 pub mod run;

@@ -134,6 +134,9 @@ pub struct RunReport {
     pub jobs_completed: u64,
     /// Self-checks.
     pub checks: SelfChecks,
+    /// Power leases of the simulated scheduler (scenarios with a `[budget]` table).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<crate::budget::BudgetReport>,
 }
 
 /// A finished run.
@@ -177,14 +180,27 @@ pub fn run(
     let hour_steps = ((3600.0 / dt).round() as u64).max(1);
     let slowdown = site.gpu.slowdown_c;
     let mut advice = None;
+    let mut gate = scenario
+        .spec
+        .budget
+        .map(|b| crate::budget::LedgerGate::new(site, b).with_announced(&scenario.events));
     for k in 0..steps {
         let t = k as f64 * dt;
         if k == score_step {
             plant.start_scoring();
         }
-        cluster.advance(t, &scenario.workload, &mut plant, advice.as_ref());
+        if let Some(g) = gate.as_mut() {
+            g.begin_step(t, plant.measurements());
+        }
+        let g = gate
+            .as_mut()
+            .map(|g| g as &mut dyn coolplane_sim_plant::cluster::PowerGate);
+        cluster.advance_gated(t, &scenario.workload, &mut plant, advice.as_ref(), g);
         let t0 = Instant::now();
-        let actions = controller.tick(t, plant.measurements());
+        let mut actions = controller.tick(t, plant.measurements());
+        if let Some(g) = gate.as_mut() {
+            g.apply(&mut actions);
+        }
         if k >= score_step {
             ctl_time += t0.elapsed();
             ctl_steps += 1;
@@ -247,6 +263,7 @@ pub fn run(
         jobs_started: stats.started,
         jobs_completed: stats.completed,
         checks,
+        budget: gate.as_ref().map(|g| g.report()),
     };
     Ok(RunResult {
         report,

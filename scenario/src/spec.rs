@@ -198,6 +198,41 @@ pub struct ScenarioSpec {
     /// Faults and events.
     #[serde(default)]
     pub events: Vec<EventSpec>,
+    /// The simulated scheduler leases power through the budget ledger (absent: it does not).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<BudgetSpec>,
+}
+
+/// `[budget]`: the simulated scheduler asks the power-budget ledger before it starts a job.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct BudgetSpec {
+    /// Least power per GPU a job accepts, fraction of TDP (raised to the device minimum cap).
+    pub min_frac: f64,
+    /// Power per GPU a job asks for, fraction of TDP.
+    pub request_frac: f64,
+    /// Grace period between a preemption notice and the job's stop, s.
+    pub grace_s: f64,
+    /// Lease time-to-live; the scheduler renews every step, s.
+    pub ttl_s: f64,
+    /// Margin kept free at the site meter, fraction of the limit.
+    pub site_margin_frac: f64,
+    /// Budget cuts (demand response) are announced this long before they start, s (0: not
+    /// announced; the ledger learns of a cut from the meter, one step late).
+    pub notice_s: f64,
+}
+
+impl Default for BudgetSpec {
+    fn default() -> Self {
+        Self {
+            min_frac: 0.7,
+            request_frac: 1.0,
+            grace_s: 120.0,
+            ttl_s: 600.0,
+            site_margin_frac: 0.03,
+            notice_s: 0.0,
+        }
+    }
 }
 
 impl ScenarioSpec {
@@ -225,6 +260,7 @@ impl ScenarioSpec {
             weather: WeatherSpec::default(),
             workload: WorkloadSpec::default(),
             events: Vec::new(),
+            budget: None,
         }
     }
 
@@ -236,6 +272,33 @@ impl ScenarioSpec {
         }
         if !(s.warmup_h.is_finite() && (0.0..=24.0 * 60.0).contains(&s.warmup_h)) {
             return Err(invalid("scenario.warmup_h", s.warmup_h, "must be within [0, 1440] h"));
+        }
+        if let Some(b) = &self.budget {
+            if !(b.min_frac.is_finite() && (0.0..=1.0).contains(&b.min_frac)) {
+                return Err(invalid("budget.min_frac", b.min_frac, "must be within [0, 1]"));
+            }
+            if !(b.request_frac.is_finite() && b.request_frac >= b.min_frac && b.request_frac <= 1.0) {
+                return Err(invalid(
+                    "budget.request_frac",
+                    b.request_frac,
+                    "must be within [min_frac, 1]",
+                ));
+            }
+            for (f, v) in [("budget.grace_s", b.grace_s), ("budget.ttl_s", b.ttl_s)] {
+                if !(v.is_finite() && v > 0.0 && v <= 86_400.0) {
+                    return Err(invalid(f, v, "must be within (0, 86400] s"));
+                }
+            }
+            if !(b.notice_s.is_finite() && (0.0..=86_400.0).contains(&b.notice_s)) {
+                return Err(invalid("budget.notice_s", b.notice_s, "must be within [0, 86400] s"));
+            }
+            if !(b.site_margin_frac.is_finite() && (0.0..0.5).contains(&b.site_margin_frac)) {
+                return Err(invalid(
+                    "budget.site_margin_frac",
+                    b.site_margin_frac,
+                    "must be within [0, 0.5)",
+                ));
+            }
         }
         let w = &self.weather;
         match (w.start_day, w.days) {

@@ -4,7 +4,7 @@
 //! utilisation every step.
 
 use crate::plant::Plant;
-use crate::workload::WorkloadModel;
+use crate::workload::{JobSpec, WorkloadModel};
 use coolplane_core::signals::PlacementAdvice;
 use std::collections::VecDeque;
 
@@ -31,6 +31,19 @@ pub struct ClusterStats {
     pub running: usize,
     /// GPUs allocated now.
     pub busy_gpus: usize,
+    /// Jobs stopped and requeued because their power lease was preempted.
+    pub preempted: u64,
+}
+
+/// A power gate the scheduler asks before it starts a job: the power-budget ledger, in process.
+pub trait PowerGate {
+    /// May `job` start at `t_s` on `gpus`? `false` keeps it queued.
+    fn admit(&mut self, t_s: f64, job: usize, spec: &JobSpec, gpus: &[u32]) -> bool;
+    /// `job` ended at `t_s` (completed or failed): its power goes back.
+    fn release(&mut self, t_s: f64, job: usize);
+    /// Jobs to stop at `t_s` because their lease was preempted and its grace period is over; the
+    /// scheduler requeues them at the head of the queue (they restart from the beginning).
+    fn take_preempted(&mut self, t_s: f64) -> Vec<usize>;
 }
 
 /// First-fit cluster scheduler.
@@ -76,7 +89,30 @@ impl Cluster {
 
     /// Bring the cluster to time `t_s`: fail, finish, admit and place jobs, then set utilisations.
     pub fn advance(&mut self, t_s: f64, workload: &WorkloadModel, plant: &mut Plant, advice: Option<&PlacementAdvice>) {
+        self.advance_gated(t_s, workload, plant, advice, None);
+    }
+
+    /// [`Cluster::advance`], asking `gate` (when given) before each start, telling it of each end,
+    /// and stopping the jobs it preempts.
+    pub fn advance_gated(
+        &mut self,
+        t_s: f64,
+        workload: &WorkloadModel,
+        plant: &mut Plant,
+        advice: Option<&PlacementAdvice>,
+        mut gate: Option<&mut dyn PowerGate>,
+    ) {
         let jobs = workload.jobs();
+        if let Some(g) = gate.as_deref_mut() {
+            for job in g.take_preempted(t_s) {
+                if let Some(i) = self.running.iter().position(|r| r.job == job) {
+                    let r = self.running.swap_remove(i);
+                    self.release(plant, r);
+                    self.queue.push_front(job);
+                    self.stats.preempted += 1;
+                }
+            }
+        }
         if let Some(a) = advice {
             self.set_rack_order(a, plant.topology().racks.len());
         }
@@ -89,6 +125,9 @@ impl Cluster {
             while i < self.running.len() {
                 if failed_slots.contains(&self.running[i].slot) {
                     let r = self.running.swap_remove(i);
+                    if let Some(g) = gate.as_deref_mut() {
+                        g.release(t_s, r.job);
+                    }
                     self.release(plant, r);
                     self.stats.failed += 1;
                     plant.record_failed_job();
@@ -102,6 +141,9 @@ impl Cluster {
         while i < self.running.len() {
             if t_s - self.running[i].start_s >= jobs[self.running[i].job].duration_s {
                 let r = self.running.swap_remove(i);
+                if let Some(g) = gate.as_deref_mut() {
+                    g.release(t_s, r.job);
+                }
                 self.release(plant, r);
                 self.stats.completed += 1;
             } else {
@@ -139,6 +181,12 @@ impl Cluster {
             if gpus.len() < need {
                 qi += 1;
                 continue;
+            }
+            if let Some(g) = gate.as_deref_mut() {
+                if !g.admit(t_s, job, &jobs[job], &gpus) {
+                    qi += 1;
+                    continue;
+                }
             }
             self.queue.remove(qi);
             free -= need;

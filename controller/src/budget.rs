@@ -1,0 +1,358 @@
+//! The ledger's inputs and outputs against the process image: staleness of every domain's
+//! telemetry, the contract limit the site meter reports, the cooling limit of each CDU, the
+//! unmanaged load, and the per-GPU power caps the leases ask for.
+//!
+//! Cooling headroom is a seam ([`CoolingHeadroom`]): today [`ProcessImageCooling`] derives it from
+//! the CDUs' nameplate capacity and their alarms; the twin's thermal margin (now and over the
+//! forecast horizon) will implement the same trait.
+//!
+//! Pure code: no IO, no clock (time is an argument).
+
+use crate::ledger::{DomainId, Ledger};
+use coolplane_core::signals::{cdu_alarm, Measurements, RackPowerLimits};
+use coolplane_core::site::Site;
+use coolplane_core::topology::Topology;
+use serde::{Deserialize, Serialize};
+
+/// What the caps of GPUs no lease holds are.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum Unleased {
+    /// Capped at the floor (device minimum): every watt above it needs a lease. Strict.
+    #[default]
+    Floor,
+    /// Left alone (no cap is written); their measured draw above the floor is unmanaged load.
+    Observe,
+}
+
+/// Tuning of the budget feed.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct BudgetConfig {
+    /// A reading older than this is stale, s.
+    pub stale_after_s: f64,
+    /// Margin kept free at the site for overhead that grows with the load, fraction of the limit.
+    pub site_margin_frac: f64,
+    /// Caps of unleased GPUs.
+    pub unleased: Unleased,
+}
+
+impl Default for BudgetConfig {
+    fn default() -> Self {
+        Self {
+            stale_after_s: 180.0,
+            site_margin_frac: 0.03,
+            unleased: Unleased::Floor,
+        }
+    }
+}
+
+/// The cooling path's limit on a CDU, in watts of IT load (`None`: no cooling limit).
+pub trait CoolingHeadroom {
+    /// Limit of CDU `cdu` now.
+    fn cdu_limit_w(&self, cdu: usize, image: &Measurements, now_s: f64) -> Option<f64>;
+}
+
+/// Cooling headroom from the process image: the CDU's nameplate capacity (as IT watts, divided by
+/// the heat-to-liquid fraction); when the CDU reports it cannot hold its supply temperature
+/// (high supply temperature, saturated valve, pump fault) or runs on its local fallback, no more
+/// than the heat it moves now.
+#[derive(Debug, Clone)]
+pub struct ProcessImageCooling {
+    rated_w: Vec<f64>,
+    heat_to_liquid: Vec<f64>,
+}
+
+impl ProcessImageCooling {
+    /// From the site file.
+    pub fn new(site: &Site, topo: &Topology) -> Self {
+        let spec = |c: &coolplane_core::topology::CduNode| topo.hall_spec(site, c.hall);
+        Self {
+            rated_w: topo
+                .cdus
+                .iter()
+                .map(|c| spec(c).cdu.capacity_kw * 1e3 / spec(c).rack.heat_to_liquid.max(0.01))
+                .collect(),
+            heat_to_liquid: topo
+                .cdus
+                .iter()
+                .map(|c| spec(c).rack.heat_to_liquid.max(0.01))
+                .collect(),
+        }
+    }
+}
+
+impl CoolingHeadroom for ProcessImageCooling {
+    fn cdu_limit_w(&self, cdu: usize, image: &Measurements, _now_s: f64) -> Option<f64> {
+        let rated = *self.rated_w.get(cdu)?;
+        let m = image.cdus.get(cdu)?;
+        let struggling = m.alarms & (cdu_alarm::HIGH_SUPPLY_TEMP | cdu_alarm::VALVE_SATURATED | cdu_alarm::PUMP_FAULT)
+            != 0
+            || m.local_fallback;
+        if struggling && m.heat_kw.value.is_finite() {
+            Some((m.heat_kw.value * 1e3 / self.heat_to_liquid[cdu]).min(rated))
+        } else {
+            Some(rated)
+        }
+    }
+}
+
+/// Feeds the ledger from the process image and turns its leases into GPU caps.
+#[derive(Debug, Clone)]
+pub struct BudgetFeed {
+    cfg: BudgetConfig,
+    topo: Topology,
+    nodes_per_rack: Vec<u32>,
+    gpus_per_node: Vec<u32>,
+    node_factor: Vec<f64>,
+    misc_w: f64,
+    sent: Vec<Vec<f32>>,
+}
+
+/// Ledger domain ids of a topology, in the order [`Ledger::new`] creates them.
+fn hall_id(h: usize) -> DomainId {
+    1 + h
+}
+
+impl BudgetFeed {
+    /// For a site.
+    pub fn new(site: &Site, topo: &Topology, cfg: BudgetConfig) -> Self {
+        let spec = |r: &coolplane_core::topology::RackNode| topo.hall_spec(site, r.hall);
+        Self {
+            cfg,
+            nodes_per_rack: topo.racks.iter().map(|r| spec(r).rack.nodes_per_rack).collect(),
+            gpus_per_node: topo.racks.iter().map(|r| spec(r).rack.gpus_per_node).collect(),
+            node_factor: topo
+                .racks
+                .iter()
+                .map(|r| 1.0 + spec(r).rack.node_overhead_frac)
+                .collect(),
+            misc_w: site.site.misc_load_kw * 1e3,
+            sent: topo.racks.iter().map(|_| Vec::new()).collect(),
+            topo: topo.clone(),
+        }
+    }
+
+    /// Configuration.
+    pub fn config(&self) -> &BudgetConfig {
+        &self.cfg
+    }
+
+    /// Update the ledger from the image at `now_s` and advance it (expiry, enforcement, regrowth).
+    /// `leased`: per GPU, whether a lease holds it (see [`gpu_caps`]).
+    pub fn feed(
+        &self,
+        ledger: &mut Ledger,
+        image: &Measurements,
+        cooling: &dyn CoolingHeadroom,
+        leased: &[bool],
+        now_s: f64,
+    ) {
+        let st = self.cfg.stale_after_s;
+        let t = &self.topo;
+        let cdu0 = 1 + t.halls.len();
+        let rack0 = cdu0 + t.cdus.len();
+        // Staleness.
+        let meter_ok = image.meter.facility_power_kw.usable(now_s, st) && image.meter.it_power_kw.usable(now_s, st);
+        let _ = ledger.set_stale(0, !meter_ok, now_s);
+        for h in 0..t.halls.len() {
+            let ok = image
+                .facilities
+                .get(h)
+                .is_some_and(|f| f.supply_temp_c.usable(now_s, st));
+            let _ = ledger.set_stale(hall_id(h), !ok, now_s);
+        }
+        for c in 0..t.cdus.len() {
+            let ok = image
+                .cdus
+                .get(c)
+                .is_some_and(|m| m.supply_temp_c.usable(now_s, st) && m.flow_lpm.usable(now_s, st));
+            let _ = ledger.set_stale(cdu0 + c, !ok, now_s);
+            let _ = ledger.set_cooling(cdu0 + c, cooling.cdu_limit_w(c, image, now_s), now_s);
+            if let Some(m) = image.cdus.get(c) {
+                ledger.set_observed(cdu0 + c, Some(m.heat_kw.value * 1e3));
+            }
+        }
+        let gpu_fresh = image.gpus.power_w.len() == t.gpu_count && now_s - image.gpus.t_s <= st;
+        let mut node_id = rack0 + t.racks.len();
+        let floor = ledger.floor_w() as f32;
+        let mut rack_unmanaged = vec![0.0f64; t.racks.len()];
+        for (r, rack) in t.racks.iter().enumerate() {
+            let m = image.racks.get(r);
+            let ok = gpu_fresh && m.is_some_and(|m| m.it_power_kw.usable(now_s, st));
+            let _ = ledger.set_stale(rack0 + r, !ok, now_s);
+            ledger.set_observed(rack0 + r, m.map(|m| m.it_power_kw.value * 1e3));
+            let gpn = self.gpus_per_node[r] as usize;
+            for n in 0..self.nodes_per_rack[r] as usize {
+                let g0 = rack.gpus.start + n * gpn;
+                let mut excess = 0.0f64;
+                if self.cfg.unleased == Unleased::Observe && gpu_fresh {
+                    for g in g0..g0 + gpn {
+                        if !leased.get(g).copied().unwrap_or(false) {
+                            excess += (image.gpus.power_w[g] - floor).max(0.0) as f64;
+                        }
+                    }
+                }
+                excess *= self.node_factor[r];
+                rack_unmanaged[r] += excess;
+                let _ = ledger.set_stale(node_id, !ok, now_s);
+                let _ = ledger.set_unmanaged(node_id, excess, now_s);
+                node_id += 1;
+            }
+            let _ = ledger.set_unmanaged(rack0 + r, rack_unmanaged[r], now_s);
+        }
+        let mut cdu_un = vec![0.0f64; t.cdus.len()];
+        let mut hall_un = vec![0.0f64; t.halls.len()];
+        for (r, rack) in t.racks.iter().enumerate() {
+            cdu_un[rack.cdu] += rack_unmanaged[r];
+            hall_un[rack.hall] += rack_unmanaged[r];
+        }
+        for (c, w) in cdu_un.iter().enumerate() {
+            let _ = ledger.set_unmanaged(cdu0 + c, *w, now_s);
+        }
+        for (h, w) in hall_un.iter().enumerate() {
+            let _ = ledger.set_unmanaged(hall_id(h), *w, now_s);
+        }
+        // Site: contract from the meter, overhead (cooling, losses, misc) as measured, a margin.
+        let budget = &image.meter.power_budget_kw;
+        if budget.usable(now_s, st) && budget.value > 0.0 {
+            let _ = ledger.set_contract(0, Some(budget.value * 1e3), now_s);
+        }
+        let overhead = if meter_ok {
+            (image.meter.facility_power_kw.value - image.meter.it_power_kw.value).max(0.0) * 1e3
+        } else {
+            self.misc_w
+        };
+        let limit = ledger.domains()[0].limit().0;
+        let margin = if limit.is_finite() {
+            limit * self.cfg.site_margin_frac
+        } else {
+            0.0
+        };
+        let site_un = hall_un.iter().sum::<f64>() + overhead.max(self.misc_w) + margin;
+        let _ = ledger.set_unmanaged(0, site_un, now_s);
+        ledger.set_observed(0, meter_ok.then_some(image.meter.facility_power_kw.value * 1e3));
+        ledger.tick(now_s);
+    }
+
+    /// Power-limit commands for the racks whose caps changed since the last call (`caps` from
+    /// [`BudgetFeed::caps`]).
+    pub fn changed_limits(&mut self, caps: &[f32]) -> Vec<RackPowerLimits> {
+        let mut out = Vec::new();
+        for (r, rack) in self.topo.racks.iter().enumerate() {
+            let Some(new) = caps.get(rack.gpus.clone()).map(|c| c.to_vec()) else {
+                continue;
+            };
+            if self.sent[r] != new {
+                out.push(RackPowerLimits {
+                    rack: r as u32,
+                    limits_w: new.clone(),
+                });
+            }
+            self.sent[r] = new;
+        }
+        out
+    }
+
+    /// Per GPU: whether a lease holds it, filling each node's GPUs in lease order
+    /// (see [`gpu_caps`]).
+    pub fn leased_gpus(&self, ledger: &Ledger) -> Vec<bool> {
+        let caps = gpu_caps(ledger, &self.topo, &self.nodes_per_rack, &self.gpus_per_node, f32::NAN);
+        caps.iter().map(|c| !c.is_nan()).collect()
+    }
+
+    /// Per GPU cap: the grant of the lease holding it; unleased GPUs at the floor
+    /// ([`Unleased::Floor`]) or at TDP, i.e. uncapped ([`Unleased::Observe`]). When a lease ends,
+    /// its GPUs go back to this value.
+    pub fn caps(&self, ledger: &Ledger) -> Vec<f32> {
+        let unleased = match self.cfg.unleased {
+            Unleased::Floor => ledger.floor_w() as f32,
+            Unleased::Observe => ledger.tdp_w() as f32,
+        };
+        gpu_caps(ledger, &self.topo, &self.nodes_per_rack, &self.gpus_per_node, unleased)
+    }
+
+    /// Reset what was sent (after a reconnect, so that every rack gets its caps again).
+    pub fn resend_all(&mut self) {
+        for s in &mut self.sent {
+            s.clear();
+        }
+    }
+}
+
+/// Per-GPU caps from the live leases. A lease names nodes and a GPU count on each; the GPUs of a
+/// node are given to its leases in lease-id order (the ledger accounts GPUs by count, so the sum
+/// of the caps on a node equals what the ledger accounts there whatever the order).
+fn gpu_caps(ledger: &Ledger, topo: &Topology, npr: &[u32], gpn: &[u32], unleased: f32) -> Vec<f32> {
+    let mut caps = vec![unleased; topo.gpu_count];
+    let mut used: std::collections::HashMap<DomainId, u32> = std::collections::HashMap::new();
+    // Node domain → first GPU index.
+    let first_node = ledger.node_domain(0).unwrap_or(usize::MAX);
+    let mut node_gpu0 = Vec::with_capacity(ledger.node_count());
+    for (r, rack) in topo.racks.iter().enumerate() {
+        for n in 0..npr[r] as usize {
+            node_gpu0.push(rack.gpus.start + n * gpn[r] as usize);
+        }
+    }
+    for l in ledger.leases() {
+        for s in &l.request.nodes {
+            let Some(&g0) = s.node.checked_sub(first_node).and_then(|i| node_gpu0.get(i)) else {
+                continue;
+            };
+            let u = used.entry(s.node).or_default();
+            for k in 0..s.gpus {
+                if let Some(c) = caps.get_mut(g0 + (*u + k) as usize) {
+                    *c = l.granted_w as f32;
+                }
+            }
+            *u += s.gpus;
+        }
+    }
+    caps
+}
+
+/// Merge the controller's power-limit commands (safety envelope, thermal guard) with the ledger's:
+/// per GPU the lower of the two wins (arbitration: the safety envelope narrows, the scheduler's
+/// allocations narrow further). `ctl_last` keeps the controller's last limits per rack (empty: none).
+pub fn merge_limits(
+    ctl: &[RackPowerLimits],
+    ledger_caps: &[f32],
+    topo: &Topology,
+    ctl_last: &mut [Vec<f32>],
+    ledger_changed: &[RackPowerLimits],
+) -> Vec<RackPowerLimits> {
+    let mut racks: Vec<u32> = ctl.iter().chain(ledger_changed).map(|p| p.rack).collect();
+    racks.sort_unstable();
+    racks.dedup();
+    for p in ctl {
+        if let Some(l) = ctl_last.get_mut(p.rack as usize) {
+            *l = p.limits_w.clone();
+        }
+    }
+    racks
+        .into_iter()
+        .filter_map(|r| {
+            let rack = topo.racks.get(r as usize)?;
+            let c = &ctl_last[r as usize];
+            let limits_w = rack
+                .gpus
+                .clone()
+                .enumerate()
+                .map(|(i, g)| {
+                    let a = c.get(i).copied().unwrap_or(f32::NAN);
+                    let b = ledger_caps.get(g).copied().unwrap_or(f32::NAN);
+                    match (a.is_nan(), b.is_nan()) {
+                        (true, true) => f32::NAN,
+                        (true, false) => b,
+                        (false, true) => a,
+                        (false, false) => a.min(b),
+                    }
+                })
+                .collect::<Vec<f32>>();
+            limits_w
+                .iter()
+                .any(|x| !x.is_nan())
+                .then_some(RackPowerLimits { rack: r, limits_w })
+        })
+        .collect()
+}
