@@ -118,6 +118,7 @@ async fn start_api(
     listen: &str,
     site: &str,
     demo_token: Option<&str>,
+    quiet_stdout: bool,
 ) -> Result<Option<(tokio::task::JoinHandle<()>, tokio::sync::oneshot::Sender<()>)>> {
     let Some(state) = daemon.api() else {
         return Ok(None);
@@ -136,11 +137,19 @@ async fn start_api(
             eprintln!("coolplane: budget API stopped: {e}");
         }
     });
-    println!("coolplane budget API: http://{addr}  (OpenAPI: http://{addr}/openapi.json)");
+    let mut text = format!("coolplane budget API: http://{addr}  (OpenAPI: http://{addr}/openapi.json)\n");
     if let Some(t) = demo_token {
-        println!("  try: curl -s -H 'Authorization: Bearer {t}' http://{addr}/v1/domains/{site}");
+        text.push_str(&format!(
+            "  try: curl -s -H 'Authorization: Bearer {t}' http://{addr}/v1/domains/{site}\n"
+        ));
     }
-    let _ = std::io::stdout().flush();
+    // With --json, stdout carries exactly one JSON object: the address goes to stderr.
+    if quiet_stdout {
+        eprint!("{text}");
+    } else {
+        print!("{text}");
+        let _ = std::io::stdout().flush();
+    }
     Ok(Some((task, tx)))
 }
 
@@ -455,7 +464,7 @@ pub fn demo(a: &DemoArgs) -> Result<()> {
             });
         }
         let daemon = Daemon::new(&cfg, Path::new("."), "demo", clock)?;
-        let api = start_api(&daemon, &a.api_listen, &scenario.site.site.name, Some(DEMO_TOKENS[0].1)).await?;
+        let api = start_api(&daemon, &a.api_listen, &scenario.site.site.name, Some(DEMO_TOKENS[0].1), a.json).await?;
         let report = daemon.run(shutdown_after(clock, Some(duration_s)), status_printer()).await;
         stop_api(api).await;
         if std::io::stderr().is_terminal() {
@@ -668,7 +677,7 @@ pub fn daemon(a: &RunArgs) -> Result<()> {
             cfg.devices.len()
         );
         let listen = cfg.api.as_ref().map(|x| x.listen.clone()).unwrap_or_default();
-        let api = start_api(&d, &listen, &cfg.daemon.site, None).await?;
+        let api = start_api(&d, &listen, &cfg.daemon.site, None, false).await?;
         let report = d.run(shutdown_after(clock, duration_s), status_printer()).await;
         stop_api(api).await;
         anyhow::Ok(report)

@@ -177,6 +177,8 @@ fn demo_closes_the_loop_over_the_wire_and_matches_the_in_process_run() {
         &modbus.to_string(),
         "--mqtt-port",
         &mqtt.to_string(),
+        "--api-listen",
+        "127.0.0.1:0",
         "--compare",
         "--json",
     ]);
@@ -195,6 +197,8 @@ fn demo_closes_the_loop_over_the_wire_and_matches_the_in_process_run() {
         stderr.contains("rack messages accepted") && stderr.contains("0 rejected"),
         "{stderr}"
     );
+    // The budget API was served (its address on stderr, stdout being the JSON object).
+    assert!(stderr.contains("coolplane budget API: http://127.0.0.1:"), "{stderr}");
 }
 
 #[test]

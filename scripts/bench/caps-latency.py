@@ -46,6 +46,7 @@ for _ in range(300):
         break
     except Exception:
         time.sleep(0.2)
+call("DELETE", "/v1/domains/hall-a-r001/limit")  # leftover of an earlier run
 ids = []
 for n in range(1, 5):  # leftovers of an earlier run
     for a in call("GET", f"/v1/allocations?external_id=bench-{n}")["items"]:
@@ -57,7 +58,8 @@ for n in range(1, 5):
     ids.append(a["id"])
 wait_converged(ids)
 sub = subprocess.Popen(["mosquitto_sub", "-h", "127.0.0.1", "-p", MQTT_PORT, "-t",
-                        "coolplane/v1/hall-10k/rack/hall-a-r001/power_limit"], stdout=subprocess.PIPE, text=True)
+                        "coolplane/v1/hall-10k/rack/hall-a-r001/power_limit"], stdout=subprocess.PIPE,
+                       stderr=subprocess.DEVNULL, text=True)
 answers = queue.Queue()
 threading.Thread(target=lambda: [answers.put((time.time(), json.loads(l))) for l in sub.stdout], daemon=True).start()
 time.sleep(0.5)
