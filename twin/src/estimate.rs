@@ -859,6 +859,11 @@ impl Twin {
             let gpu_learning = learning || now < self.gpu_relearn_until;
             for (r, rack) in topo.racks.iter().enumerate() {
                 let tin = rack_inlet[r];
+                // No fresh telemetry from the rack at all (agent silent or not yet heard): that is
+                // the rack's staleness, which the controller handles, not 72 faulty GPU sensors.
+                if !tin.is_finite() && !rack_it[r].is_finite() {
+                    continue;
+                }
                 for g in rack.gpus.clone() {
                     let t = m.gpus.temp_c[g] as f64;
                     let p = m.gpus.power_w[g] as f64;
