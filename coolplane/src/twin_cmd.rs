@@ -129,13 +129,13 @@ pub fn table(r: &EvalReport) -> String {
         ("facility power NMBE, hourly (%)", f(r.nmbe_pct, 2), "within ±1"),
         ("PUE MAE, hourly", f(r.pue_mae, 4), "≤ 0.001"),
         (
-            "hottest-GPU MAE 15 min ahead, vs GPU reports (K)",
+            "hottest-GPU MAE 15 min ahead, vs true die (K)",
             f(r.hottest_gpu_mae_k, 2),
             "≤ 1",
         ),
         (
-            "hottest-GPU MAE 15 min ahead, vs true die (K)",
-            f(r.hottest_gpu_mae_true_k, 2),
+            "… vs hottest reported, faulty GPU sensors included (K)",
+            f(r.hottest_gpu_mae_reported_k, 2),
             "(reference)",
         ),
         ("forecast skill 15 min (site IT)", f(r.forecast_skill_15min, 3), "—"),

@@ -264,6 +264,8 @@ struct DriftTrack {
     ewma: f64,
     init: bool,
     flagged: bool,
+    /// Samples since the mean started, as a fraction of its time constant (no verdict before 1).
+    warm: f64,
 }
 
 impl DriftTrack {
@@ -277,8 +279,12 @@ impl DriftTrack {
             self.init = true;
         } else {
             self.ewma += a * (x - self.ewma);
+            self.warm += -(1.0 - a).ln();
         }
         let loss = 1.0 - (self.ewma - self.base).exp();
+        if self.warm < 1.0 {
+            return None;
+        }
         if !self.flagged && loss > threshold {
             self.flagged = true;
             return Some(loss);
@@ -370,7 +376,7 @@ impl Twin {
         let gpu_cfg = HealthConfig {
             stuck_s: 3600.0,
             stuck_min_move: 4.0,
-            band_min: 3.0,
+            band_min: 5.0,
             range: (0.0, 130.0),
             ..temp_cfg
         };
@@ -853,6 +859,11 @@ impl Twin {
             let gpu_learning = learning || now < self.gpu_relearn_until;
             for (r, rack) in topo.racks.iter().enumerate() {
                 let tin = rack_inlet[r];
+                // No fresh telemetry from the rack at all (agent silent or not yet heard): that is
+                // the rack's staleness, which the controller handles, not 72 faulty GPU sensors.
+                if !tin.is_finite() && !rack_it[r].is_finite() {
+                    continue;
+                }
                 for g in rack.gpus.clone() {
                     let t = m.gpus.temp_c[g] as f64;
                     let p = m.gpus.power_w[g] as f64;
