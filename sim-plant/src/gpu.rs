@@ -133,11 +133,11 @@ pub struct RackSums {
     pub t_max: f32,
     /// Hottest reported die, °C.
     pub reported_max: f32,
-    /// Σ of the GPUs' power telemetry (whole watts, as reported), W.
+    /// Σ of the GPUs' power telemetry (0.01 W, as NVML/`nvidia-smi` report it), W.
     pub telemetry_w: f32,
 }
 
-/// Round to the nearest integer without a libm call (telemetry is reported in whole °C and W).
+/// Round to the nearest integer without a libm call (temperature telemetry is whole °C).
 #[inline(always)]
 pub fn round_fast(x: f32) -> f32 {
     let y = x + if x >= 0.0 { 0.5 } else { -0.5 };
@@ -146,6 +146,14 @@ pub fn round_fast(x: f32) -> f32 {
     } else {
         x
     }
+}
+
+/// Power telemetry as NVML reports it (milliwatt counter, `nvidia-smi` prints 0.01 W): whole
+/// watts would bias the rack path of the IT-meter check when accelerators of ~100 W run in
+/// lockstep (every die of a two-phase tank sees the same pool), 0.01 W does not.
+#[inline(always)]
+pub fn round_centiwatt(x: f32) -> f32 {
+    round_fast(x * 100.0) / 100.0
 }
 
 /// Fraction of a step (0–1) after which a first-order lag from `t0` towards `t_ss` reaches
@@ -376,7 +384,7 @@ fn lanes_step<const KNEE: bool>(
         let rep = round_fast(o.t_new + bias[l]);
         acc.rep[l] = if rep > acc.rep[l] { rep } else { acc.rep[l] };
         out_temp[l] = rep;
-        let p_tel = round_fast(o.pw);
+        let p_tel = round_centiwatt(o.pw);
         out_power[l] = p_tel;
         acc.tel[l] += p_tel;
         out_events[l] = events_bits(c, &o);
@@ -448,7 +456,7 @@ pub fn kernel_exact(c: &GpuConsts, g: &mut RackGpus<'_>, died: &mut Vec<u32>) ->
         let rep = round_fast(o.t_new + g.bias[i]);
         s.reported_max = s.reported_max.max(rep);
         g.out_temp[i] = rep;
-        g.out_power[i] = round_fast(o.pw);
+        g.out_power[i] = round_centiwatt(o.pw);
         s.telemetry_w += g.out_power[i];
         g.out_events[i] = events_bits(c, &o);
     }

@@ -1069,7 +1069,7 @@ impl Plant {
                 + rs.nodes_per_rack as f64 * rs.node_base_w
                 + rs.switch_w;
             rstate.power_w = sums.power_w as f64 + node_w;
-            // The rack path of the IT-meter check: the GPUs' own power telemetry (whole watts).
+            // The rack path of the IT-meter check: the GPUs' own power telemetry (0.01 W).
             rack_path_w += sums.telemetry_w as f64 + node_w;
             rstate.gpu_max_true_c = sums.t_max;
             rstate.gpu_max_reported_c = sums.reported_max;
