@@ -580,6 +580,20 @@ async fn kubernetes_extender_speaks_the_upstream_wire_types() {
     let (_, _, v, _) = e.call("POST", "/k8s/filter", Some(SCHED), Some(args), None).await;
     assert_eq!(v["Nodes"]["items"].as_array().unwrap().len(), 1);
     assert!(v["NodeNames"].is_null());
+    // `Nodes` or `Pod` of another JSON type is refused naming the field, never echoed back
+    // (schemathesis found `{"Nodes": -24151724689}` answered 200 with the number in `Nodes`).
+    for (bad, field) in [
+        (json!({"Pod": pod, "Nodes": -24151724689_i64}), "Nodes"),
+        (json!({"Pod": pod, "Nodes": ["hall-a-r001-n01"]}), "Nodes"),
+        (json!({"Pod": 7, "NodeNames": ["hall-a-r001-n01"]}), "Pod"),
+    ] {
+        for path in ["/k8s/filter", "/k8s/prioritize"] {
+            let (s, ct, v, _) = e.call("POST", path, Some(SCHED), Some(bad.clone()), None).await;
+            assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{path} {bad}: {v}");
+            assert!(ct.contains("application/problem+json"), "{ct}");
+            assert!(v.to_string().contains(field), "{v}");
+        }
+    }
 }
 
 #[tokio::test]

@@ -45,6 +45,20 @@ fn pod_watts(pod: &Value) -> Option<f64> {
         .and_then(|s| s.trim().parse::<f64>().ok())
 }
 
+/// The upstream types are objects: a `Pod` or `Nodes` of another JSON type is a bad request
+/// (answered as a problem naming the field, never echoed back).
+fn check_args(args: &ExtenderArgs) -> Result<(), ApiError> {
+    if !(args.pod.is_object() || args.pod.is_null()) {
+        return Err(ApiError::invalid("Pod", "must be a v1.Pod object"));
+    }
+    if let Some(n) = &args.nodes {
+        if !(n.is_object() || n.is_null()) {
+            return Err(ApiError::invalid("Nodes", "must be a v1.NodeList object or null"));
+        }
+    }
+    Ok(())
+}
+
 fn candidates(args: &ExtenderArgs) -> (Vec<String>, bool) {
     if let Some(n) = &args.node_names {
         return (n.clone(), true);
@@ -79,6 +93,7 @@ pub(super) async fn filter(
     Body(args): Body<ExtenderArgs>,
 ) -> Result<Json<ExtenderFilterResult>, ApiError> {
     caller.need(Role::Scheduler)?;
+    check_args(&args)?;
     let (names, by_name) = candidates(&args);
     let gpus = pod_gpus(&args.pod);
     let b = st.lock();
@@ -181,6 +196,7 @@ pub(super) async fn prioritize(
     Body(args): Body<ExtenderArgs>,
 ) -> Result<Json<Vec<HostPriority>>, ApiError> {
     caller.need(Role::Scheduler)?;
+    check_args(&args)?;
     let (names, _) = candidates(&args);
     let b = st.lock();
     Ok(Json(
