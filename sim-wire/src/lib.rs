@@ -105,6 +105,10 @@ pub struct SimWireConfig {
     pub mqtt: Option<(String, u16)>,
     /// Rack telemetry period, s of plant time.
     pub telemetry_interval_s: f64,
+    /// Apply a power-limit command when it arrives (the plant step is split at its arrival and
+    /// the plant steps when the clock reaches a step's end), as a real rack agent does within
+    /// milliseconds; otherwise at the next plant step, with the plant a step ahead of the clock.
+    pub limits_on_arrival: bool,
 }
 
 struct DeviceImage {
@@ -475,6 +479,7 @@ impl SimWire {
         };
         // The plant loop.
         let step_s = cfg.step_s;
+        let on_arrival = cfg.limits_on_arrival;
         let images2 = images.clone();
         let shared2 = shared.clone();
         let tel_every = ((cfg.telemetry_interval_s / step_s).round() as u64).max(1);
@@ -497,11 +502,11 @@ impl SimWire {
             let mut t_p = 0.0;
             loop {
                 let end = (k + 1) as f64 * step_s;
-                let due = if k == 0 { 0.0 } else { end };
+                let due = if !on_arrival || k == 0 { k as f64 * step_s } else { end };
                 let now = clock.now_s();
                 let pending = power_cmds.lock().map(|c| !c.is_empty()).unwrap_or(false);
                 if now < due {
-                    if pending {
+                    if pending || !on_arrival {
                         // Too close to the step's end to split: the step applies them.
                         tokio::time::sleep(clock.wall(due - now)).await;
                     } else {
@@ -516,7 +521,7 @@ impl SimWire {
                 }
                 let now = clock.now_s();
                 let split = now.max(t_p);
-                if now < due && split + APPLY_S > end {
+                if now < due && (!on_arrival || split + APPLY_S > end) {
                     continue;
                 }
                 let cmds: Vec<(usize, String, Vec<f32>)> =

@@ -98,6 +98,7 @@ async fn start(speed: f64, mqtt_port: u16) -> (Clock, SimWire, Daemon) {
             modbus_base_port: 0,
             mqtt: Some(("127.0.0.1".into(), mqtt_port)),
             telemetry_interval_s: 10.0,
+            limits_on_arrival: true,
         },
         clock,
     )
@@ -396,6 +397,7 @@ async fn modbus_exceptions_are_answers_not_link_failures() {
             modbus_base_port: 0,
             mqtt: None,
             telemetry_interval_s: 10.0,
+            limits_on_arrival: false,
         },
         clock,
     )
@@ -473,6 +475,7 @@ async fn a_two_phase_immersion_tank_is_served_and_read_on_its_map() {
             modbus_base_port: 0,
             mqtt: None,
             telemetry_interval_s: 10.0,
+            limits_on_arrival: false,
         },
         clock,
     )
