@@ -43,6 +43,10 @@ pub struct SimArgs {
     /// Rack telemetry period, s of plant time.
     #[arg(long, default_value_t = 10.0)]
     pub telemetry_s: f64,
+    /// Rack agents apply a power-limit command when it arrives (the plant step is split there),
+    /// as real ones do within milliseconds, instead of at the next plant step.
+    #[arg(long)]
+    pub limits_on_arrival: bool,
 }
 
 impl SimArgs {
@@ -55,6 +59,7 @@ impl SimArgs {
             modbus_base_port: self.modbus_port,
             mqtt,
             telemetry_interval_s: self.telemetry_s,
+            limits_on_arrival: self.limits_on_arrival,
         }
     }
 }

@@ -68,6 +68,7 @@ async fn latency(samples: usize) -> Result<()> {
             modbus_base_port: 0,
             mqtt: None,
             telemetry_interval_s: 10.0,
+            limits_on_arrival: false,
         },
         clock,
     )

@@ -105,6 +105,10 @@ pub struct SimWireConfig {
     pub mqtt: Option<(String, u16)>,
     /// Rack telemetry period, s of plant time.
     pub telemetry_interval_s: f64,
+    /// Apply a power-limit command when it arrives (the plant step is split at its arrival and
+    /// the plant steps when the clock reaches a step's end), as a real rack agent does within
+    /// milliseconds; otherwise at the next plant step, with the plant a step ahead of the clock.
+    pub limits_on_arrival: bool,
 }
 
 struct DeviceImage {
@@ -261,6 +265,9 @@ impl tokio_modbus::server::Service for DeviceService {
 }
 
 /// Power-limit commands received and not yet applied: (rack, request id, limits).
+/// Plant time of the short step that applies power-limit commands arriving between plant steps.
+const APPLY_S: f64 = 0.01;
+
 type PowerQueue = Arc<Mutex<Vec<(usize, String, Vec<f32>)>>>;
 
 /// Shared state of a running simulated plant.
@@ -404,6 +411,7 @@ impl SimWire {
         }));
         // MQTT: rack agents.
         let power_cmds: PowerQueue = Arc::new(Mutex::new(Vec::new()));
+        let cmd_kick = Arc::new(tokio::sync::Notify::new());
         let topics = Topics::new(&sc.site.site.name);
         let mqtt_client = match &cfg.mqtt {
             Some((host, mport)) => {
@@ -423,6 +431,7 @@ impl SimWire {
                     .collect();
                 let gpus: Vec<usize> = topo.racks.iter().map(|r| r.gpus.len()).collect();
                 let cmds = power_cmds.clone();
+                let kick = cmd_kick.clone();
                 let sub_client = client.clone();
                 let topics2 = topics.clone();
                 tasks.push(tokio::spawn(async move {
@@ -449,6 +458,7 @@ impl SimWire {
                                                 c.push((r, cmd.request_id, cmd.limits_w));
                                             }
                                         }
+                                        kick.notify_one();
                                     }
                                     Err(e) => {
                                         eprintln!("coolplane sim: rejected power-limit command on {}: {e}", p.topic)
@@ -469,6 +479,7 @@ impl SimWire {
         };
         // The plant loop.
         let step_s = cfg.step_s;
+        let on_arrival = cfg.limits_on_arrival;
         let images2 = images.clone();
         let shared2 = shared.clone();
         let tel_every = ((cfg.telemetry_interval_s / step_s).round() as u64).max(1);
@@ -484,93 +495,150 @@ impl SimWire {
             if scenario.scoring_start_s() <= 0.0 {
                 plant.start_scoring();
             }
+            // Plant time reached so far. The first step runs at once (so the devices never
+            // present empty registers); after it, the step ending at (k+1)·step runs when the
+            // clock reaches (k+1)·step, so the plant is never more than one step behind the clock
+            // nor ahead of it, and a power-limit command can be applied when it arrives.
+            let mut t_p = 0.0;
             loop {
-                // Keep plant time in step with the shared clock (catch up if behind).
-                // The first step runs at once, so the devices never present empty registers.
-                let target = k as f64 * step_s;
+                let end = (k + 1) as f64 * step_s;
+                let due = if !on_arrival || k == 0 { k as f64 * step_s } else { end };
                 let now = clock.now_s();
-                if now < target {
-                    tokio::time::sleep(clock.wall(target - now)).await;
-                }
-                let t = k as f64 * step_s;
-                let mut actions = Actions {
-                    cdus: vec![CduCommand::default(); topo.cdus.len()],
-                    facilities: vec![FacilityCommand::default(); topo.halls.len()],
-                    ..Default::default()
-                };
-                for (j, (role, index, img)) in images2.iter().enumerate() {
-                    let Ok(mut im) = img.lock() else { continue };
-                    let writes = std::mem::take(&mut im.writes);
-                    for (i, v) in writes {
-                        let name = im.map.points[i].name.clone();
-                        match (role, name.as_str()) {
-                            (Role::Cdu, "supply_setpoint_c") => actions.cdus[*index].supply_temp_setpoint_c = Some(v),
-                            (Role::Cdu, "flow_setpoint_lpm") => actions.cdus[*index].flow_setpoint_lpm = Some(v),
-                            (Role::Facility, "supply_setpoint_c") => {
-                                actions.facilities[*index].supply_temp_setpoint_c = Some(v)
-                            }
-                            (_, "heartbeat") => {
-                                // A heartbeat is a change of the heartbeat register.
-                                if last_hb[j] != Some(v) {
-                                    match role {
-                                        Role::Cdu => actions.cdus[*index].heartbeat = true,
-                                        Role::Facility => actions.facilities[*index].heartbeat = true,
-                                        Role::Meter => {}
-                                    }
-                                    last_hb[j] = Some(v);
-                                }
-                                im.set("heartbeat_echo", v);
-                            }
-                            _ => {}
+                let pending = power_cmds.lock().map(|c| !c.is_empty()).unwrap_or(false);
+                if now < due {
+                    if pending || !on_arrival {
+                        // Too close to the step's end to split: the step applies them.
+                        tokio::time::sleep(clock.wall(due - now)).await;
+                    } else {
+                        tokio::select! {
+                            _ = tokio::time::sleep(clock.wall(due - now)) => {}
+                            _ = cmd_kick.notified() => {}
                         }
                     }
+                } else {
+                    // Behind the clock: catch up, but let the MQTT and Modbus tasks run.
+                    tokio::task::yield_now().await;
                 }
+                let now = clock.now_s();
+                let split = now.max(t_p);
+                if now < due && (!on_arrival || split + APPLY_S > end) {
+                    continue;
+                }
+                let cmds: Vec<(usize, String, Vec<f32>)> =
+                    power_cmds.lock().map(|mut c| c.drain(..).collect()).unwrap_or_default();
+                let boundary = now >= due;
+                if !boundary && cmds.is_empty() {
+                    continue;
+                }
+                // A command between steps: run the plant up to its arrival with the limits it
+                // had, then apply the new limits from that moment (a short step, so that the
+                // answer reports what the plant actually holds).
+                let mut spans: Vec<(f64, f64, bool)> = Vec::with_capacity(2);
+                if boundary {
+                    spans.push((t_p, end, true));
+                } else {
+                    if split > t_p + 1e-6 {
+                        spans.push((t_p, split, false));
+                    }
+                    spans.push((split, split + APPLY_S, true));
+                }
+                let mut cmds = Some(cmds);
                 let mut results = Vec::new();
-                if let Ok(mut cmds) = power_cmds.lock() {
-                    for (r, id, limits) in cmds.drain(..) {
-                        let applied: Vec<f32> = limits
-                            .iter()
-                            .map(|w| {
-                                if w.is_finite() {
-                                    w.clamp(min_cap, max_cap)
-                                } else {
-                                    max_cap
+                for (t, t_end, with_cmds) in spans {
+                    let dt = t_end - t;
+                    let mut actions = Actions {
+                        cdus: vec![CduCommand::default(); topo.cdus.len()],
+                        facilities: vec![FacilityCommand::default(); topo.halls.len()],
+                        ..Default::default()
+                    };
+                    for (j, (role, index, img)) in images2.iter().enumerate() {
+                        let Ok(mut im) = img.lock() else { continue };
+                        let writes = std::mem::take(&mut im.writes);
+                        for (i, v) in writes {
+                            let name = im.map.points[i].name.clone();
+                            match (role, name.as_str()) {
+                                (Role::Cdu, "supply_setpoint_c") => {
+                                    actions.cdus[*index].supply_temp_setpoint_c = Some(v)
                                 }
-                            })
-                            .collect();
-                        actions.power_limits.push(RackPowerLimits {
-                            rack: r as u32,
-                            limits_w: applied.clone(),
-                        });
-                        results.push((r, id, applied));
+                                (Role::Cdu, "flow_setpoint_lpm") => actions.cdus[*index].flow_setpoint_lpm = Some(v),
+                                (Role::Facility, "supply_setpoint_c") => {
+                                    actions.facilities[*index].supply_temp_setpoint_c = Some(v)
+                                }
+                                (_, "heartbeat") => {
+                                    // A heartbeat is a change of the heartbeat register.
+                                    if last_hb[j] != Some(v) {
+                                        match role {
+                                            Role::Cdu => actions.cdus[*index].heartbeat = true,
+                                            Role::Facility => actions.facilities[*index].heartbeat = true,
+                                            Role::Meter => {}
+                                        }
+                                        last_hb[j] = Some(v);
+                                    }
+                                    im.set("heartbeat_echo", v);
+                                }
+                                _ => {}
+                            }
+                        }
+                    }
+                    if with_cmds {
+                        for (r, id, limits) in cmds.take().unwrap_or_default() {
+                            let clamped: Vec<f32> = limits
+                                .iter()
+                                .map(|w| {
+                                    if w.is_finite() {
+                                        w.clamp(min_cap, max_cap)
+                                    } else {
+                                        max_cap
+                                    }
+                                })
+                                .collect();
+                            actions.power_limits.push(RackPowerLimits {
+                                rack: r as u32,
+                                limits_w: clamped,
+                            });
+                            results.push((r, id));
+                        }
+                    }
+                    cluster.advance(t, &scenario.workload, &mut plant, None);
+                    let ambient = scenario.weather.sample(scenario.weather_time_s(t));
+                    plant.step(dt, &ambient, &actions);
+                    if t_end >= scenario.scoring_start_s() && t < scenario.scoring_start_s() {
+                        plant.start_scoring();
+                    }
+                    t_p = t_end;
+                    if let Ok(mut s) = shared2.lock() {
+                        s.commands_applied += actions.power_limits.len() as u64;
                     }
                 }
-                cluster.advance(t, &scenario.workload, &mut plant, None);
-                let ambient = scenario.weather.sample(scenario.weather_time_s(t));
-                plant.step(step_s, &ambient, &actions);
-                if (k as f64 + 1.0) * step_s >= scenario.scoring_start_s()
-                    && (k as f64) * step_s < scenario.scoring_start_s()
-                {
-                    plant.start_scoring();
-                }
+                let t = t_p;
                 let m = plant.measurements().clone();
                 update_images(&images2, &m);
-                let ts_ms = epoch_ms + ((t + step_s) * 1000.0 / clock.speed()) as i64;
+                let ts_ms = epoch_ms + (t * 1000.0 / clock.speed()) as i64;
                 if let Some(client) = &mqtt_client {
-                    for (r, id, applied) in results {
+                    for (r, id) in results {
+                        // The answer is what the plant holds now (a device in comms loss, for
+                        // one, keeps its old limits).
                         let res = PowerLimitResult {
                             request_id: id,
-                            applied_w: applied,
+                            applied_w: m.gpus.power_limit_w[topo.racks[r].gpus.clone()].to_vec(),
                             ts_unix_ms: ts_ms,
                         };
-                        let _ = client.try_publish(
-                            topics.power_limit_result(&topo.racks[r].name),
-                            QoS::AtLeastOnce,
-                            false,
-                            encode_power_limit_result(&res),
-                        );
+                        if let Err(e) = client
+                            .publish(
+                                topics.power_limit_result(&topo.racks[r].name),
+                                QoS::AtLeastOnce,
+                                false,
+                                encode_power_limit_result(&res),
+                            )
+                            .await
+                        {
+                            eprintln!(
+                                "coolplane sim: power-limit answer for {} not sent: {e}",
+                                topo.racks[r].name
+                            );
+                        }
                     }
-                    if k % tel_every == 0 {
+                    if boundary && k % tel_every == 0 {
                         let mut n = 0;
                         for (r, rack) in topo.racks.iter().enumerate() {
                             let g = rack.gpus.clone();
@@ -612,12 +680,13 @@ impl SimWire {
                     }
                 }
                 if let Ok(mut s) = shared2.lock() {
-                    s.t_s = t + step_s;
+                    s.t_s = t;
                     s.kpis = Some(plant.kpis());
                     s.last = Some(m);
-                    s.commands_applied += actions.power_limits.len() as u64;
                 }
-                k += 1;
+                if boundary {
+                    k += 1;
+                }
             }
         }));
         // Serve only once the registers hold the first step's readings.

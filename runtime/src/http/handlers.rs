@@ -520,6 +520,8 @@ async fn put_limit(
         "coolplane api: {} set the limit of {name} to {} W until {}",
         caller.name, o.watts, o.expires_at
     );
+    // A lower limit cuts grants now: send the racks their new caps without waiting for the tick.
+    st.kick.notify_one();
     Ok(Json(domain_out(&st, &b, &b.ledger.domains()[id])))
 }
 
@@ -890,6 +892,8 @@ async fn create_allocation(
         Ok(id) => {
             b.metrics.allocations_created += 1;
             b.idem.put(&caller.name, &key, fingerprint, id);
+            // A new lease may preempt or cut others: send the caps now.
+            st.kick.notify_one();
             let l = b.ledger.lease(id).cloned().expect("just created");
             let out = allocation_out(&st, &b, &l);
             let mut resp = (StatusCode::CREATED, Json(out)).into_response();
@@ -973,6 +977,7 @@ async fn patch_allocation(
         .ledger
         .update(id, p.min_w, p.request_w, p.max_w, p.priority, now)?
         .clone();
+    st.kick.notify_one();
     Ok(Json(allocation_out(&st, &b, &l)))
 }
 
@@ -1006,7 +1011,7 @@ async fn renew_allocation(
     Ok(Json(allocation_out(&st, &b, &l)))
 }
 
-/// Release an allocation; its caps revert at the next tick.
+/// Release an allocation; its caps revert at once (the daemon sends them without waiting for its tick).
 #[utoipa::path(delete, path = "/v1/allocations/{id}", tag = "allocations", security(("bearer" = [])),
     params(("id" = u64, Path, description = "Allocation id")),
     responses((status = 200, body = AllocationOut),
@@ -1022,6 +1027,7 @@ async fn delete_allocation(
     let now = st.now_s();
     let mut b = st.lock();
     let l = b.ledger.release(id, now)?;
+    st.kick.notify_one();
     Ok(Json(allocation_out(&st, &b, &l)))
 }
 
