@@ -509,6 +509,17 @@ mod tests {
         }
     }
 
+    /// The two Zeus sweep files from `../shared/data` (None, with a note, when absent and not
+    /// required).
+    fn zeus_files() -> Option<(String, String)> {
+        let a40_path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/data/summary_power_a40.csv");
+        let v100_path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/data/summary_power_v100.csv");
+        Some((
+            read_data("summary_power_a40.csv", a40_path)?,
+            read_data("summary_power_v100.csv", v100_path)?,
+        ))
+    }
+
     #[test]
     fn parses_inline_sample() {
         let pts = parse_zeus_summary(SAMPLE).unwrap();
@@ -644,12 +655,7 @@ mod tests {
     /// of the power ratio alone can beat), and better than the single exponent.
     #[test]
     fn real_zeus_files_knee_fits_the_flat_region() {
-        let a40_path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/data/summary_power_a40.csv");
-        let v100_path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/data/summary_power_v100.csv");
-        let (Some(a40), Some(v100)) = (
-            read_data("summary_power_a40.csv", a40_path),
-            read_data("summary_power_v100.csv", v100_path),
-        ) else {
+        let Some((a40, v100)) = zeus_files() else {
             return;
         };
         let report = fit_zeus_models(&[("A40", &a40), ("V100", &v100)]).unwrap();
@@ -701,12 +707,7 @@ mod tests {
     /// free" model (α = 0: 0.317), i.e. the exponent must explain most of the slowdown.
     #[test]
     fn real_zeus_files_reproduce_default_alpha() {
-        let a40_path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/data/summary_power_a40.csv");
-        let v100_path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/data/summary_power_v100.csv");
-        let (Some(a40), Some(v100)) = (
-            read_data("summary_power_a40.csv", a40_path),
-            read_data("summary_power_v100.csv", v100_path),
-        ) else {
+        let Some((a40, v100)) = zeus_files() else {
             return;
         };
         let report = fit_zeus_models(&[("A40", &a40), ("V100", &v100)]).unwrap();
