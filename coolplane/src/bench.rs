@@ -116,6 +116,10 @@ pub fn run(a: &BenchArgs) -> Result<()> {
         "coolplane {} bench (one thread; release build)",
         env!("CARGO_PKG_VERSION")
     );
+    println!(
+        "per-GPU kernel: clone picked by the run-time CPU-feature dispatcher: {}",
+        coolplane_sim_plant::gpu::kernel_clone()
+    );
     if !a.skip_year {
         let steps = (a.days * 86_400.0 / a.step).round() as u64;
         let (secs, plant) = step_site("hall-10k", steps, a.step, 1)?;

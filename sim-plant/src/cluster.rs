@@ -54,6 +54,12 @@ pub struct Cluster {
     running: Vec<Running>,
     free_slots: Vec<u32>,
     gpu_free: Vec<bool>,
+    /// Rack of each GPU.
+    gpu_rack: Vec<u32>,
+    /// Free GPUs (`gpu_free`) per rack: placement skips full racks without scanning them.
+    rack_free: Vec<u32>,
+    /// Free GPUs in all (`gpu_free`, shut-down ones included).
+    n_free: usize,
     rack_order: Vec<u32>,
     stats: ClusterStats,
 }
@@ -65,13 +71,27 @@ const QUEUE_SCAN_MAX: usize = 256;
 impl Cluster {
     /// A scheduler for the plant's GPUs, all free.
     pub fn new(plant: &Plant) -> Self {
-        let n = plant.topology().gpu_count;
+        let topo = plant.topology();
+        let n = topo.gpu_count;
+        let mut gpu_rack = vec![0u32; n];
+        let mut rack_free = vec![0u32; topo.racks.len()];
+        for (r, rack) in topo.racks.iter().enumerate() {
+            for g in rack.gpus.clone() {
+                if let Some(x) = gpu_rack.get_mut(g) {
+                    *x = r as u32;
+                    rack_free[r] += 1;
+                }
+            }
+        }
         Self {
             next_arrival: 0,
             queue: VecDeque::new(),
             running: Vec::new(),
             free_slots: Vec::new(),
             gpu_free: vec![true; n],
+            gpu_rack,
+            rack_free,
+            n_free: n,
             rack_order: (0..plant.topology().racks.len() as u32).collect(),
             stats: ClusterStats::default(),
         }
@@ -82,7 +102,7 @@ impl Cluster {
         ClusterStats {
             queued: self.queue.len(),
             running: self.running.len(),
-            busy_gpus: self.gpu_free.iter().filter(|f| !**f).count(),
+            busy_gpus: self.gpu_free.len() - self.n_free,
             ..self.stats
         }
     }
@@ -156,12 +176,12 @@ impl Cluster {
             self.next_arrival += 1;
         }
         // Placement: first fit, jobs in arrival order, smaller later jobs may pass a blocked one.
-        let mut free = self
-            .gpu_free
-            .iter()
-            .enumerate()
-            .filter(|(g, f)| **f && !plant.gpu_is_down(*g))
+        // `free` only prunes (a job needing more is not tried); `pick` decides exactly.
+        let free_down = plant
+            .down_gpus()
+            .filter(|&g| self.gpu_free.get(g).copied().unwrap_or(false) && plant.gpu_is_down(g))
             .count();
+        let mut free = self.n_free - free_down.min(self.n_free);
         let mut qi = 0;
         let mut scanned = 0;
         while qi < self.queue.len() && scanned < QUEUE_SCAN_MAX && free > 0 {
@@ -199,7 +219,7 @@ impl Cluster {
                 }
             };
             for &g in &gpus {
-                self.gpu_free[g as usize] = false;
+                self.take(g);
                 plant.assign_gpu(g, slot);
             }
             self.running.push(Running {
@@ -236,6 +256,9 @@ impl Cluster {
         let topo = plant.topology();
         let mut out = Vec::with_capacity(need);
         for &r in &self.rack_order {
+            if self.rack_free[r as usize] == 0 {
+                continue;
+            }
             for g in topo.racks[r as usize].gpus.clone() {
                 if self.gpu_free[g] && !plant.gpu_is_down(g) {
                     out.push(g as u32);
@@ -248,12 +271,79 @@ impl Cluster {
         out
     }
 
+    fn take(&mut self, g: u32) {
+        if let Some(f) = self.gpu_free.get_mut(g as usize) {
+            if *f {
+                *f = false;
+                self.n_free -= 1;
+                self.rack_free[self.gpu_rack[g as usize] as usize] -= 1;
+            }
+        }
+    }
+
+    fn give_back(&mut self, g: u32) {
+        if let Some(f) = self.gpu_free.get_mut(g as usize) {
+            if !*f {
+                *f = true;
+                self.n_free += 1;
+                self.rack_free[self.gpu_rack[g as usize] as usize] += 1;
+            }
+        }
+    }
+
     fn release(&mut self, plant: &mut Plant, r: Running) {
         for &g in &r.gpus {
-            self.gpu_free[g as usize] = true;
+            self.give_back(g);
             plant.assign_gpu(g, 0);
         }
         plant.set_slot_util(r.slot, 0.0);
         self.free_slots.push(r.slot);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::SyntheticWorkload;
+    use coolplane_core::signals::Actions;
+    use coolplane_core::site::builtin_site;
+    use coolplane_core::weather::{SyntheticClimate, WeatherSeries};
+
+    /// The free counts kept on the way equal a scan of the GPUs, and the placement equals a
+    /// first fit that scans every rack (full racks skipped only as an optimisation).
+    #[test]
+    fn free_counts_match_a_scan_and_placement_is_first_fit() {
+        let site = builtin_site("supernode-640").unwrap();
+        let mut plant = Plant::new(&site, 3).unwrap();
+        let n = plant.topology().gpu_count as u32;
+        let wl = WorkloadModel::synthetic(&SyntheticWorkload::default(), n, 4.0 * 3600.0, 3);
+        let weather = WeatherSeries::synthetic(&SyntheticClimate::default(), 3);
+        let mut c = Cluster::new(&plant);
+        let mut placed = 0;
+        for k in 0..240 {
+            let t = k as f64 * 60.0;
+            let before: Vec<bool> = c.gpu_free.clone();
+            c.advance(t, &wl, &mut plant, None);
+            // Every GPU taken this step must be the lowest-index free GPU at the time it was
+            // taken (first fit in rack order = index order without advice).
+            let mut taken: Vec<usize> = (0..before.len()).filter(|&g| before[g] && !c.gpu_free[g]).collect();
+            taken.sort_unstable();
+            let mut expect_free: Vec<usize> = (0..before.len()).filter(|&g| before[g]).collect();
+            expect_free.truncate(taken.len());
+            let released_this_step = (0..before.len()).any(|g| !before[g] && c.gpu_free[g]);
+            if !released_this_step {
+                assert_eq!(taken, expect_free, "step {k}");
+            }
+            placed += taken.len();
+            let scan = c.gpu_free.iter().filter(|f| **f).count();
+            assert_eq!(c.n_free, scan, "step {k}");
+            for (r, rack) in plant.topology().racks.iter().enumerate() {
+                let s = rack.gpus.clone().filter(|&g| c.gpu_free[g]).count() as u32;
+                assert_eq!(c.rack_free[r], s, "rack {r} step {k}");
+            }
+            plant.step(60.0, &weather.sample(t), &Actions::default());
+        }
+        assert!(placed > 0, "the workload placed jobs");
+        assert!(c.stats().started > 0);
     }
 }

@@ -11,6 +11,7 @@
 //! state and runs the exact one. Both give identical results when no GPU crosses.
 
 use coolplane_core::signals::clock_event;
+use multiversion::multiversion;
 
 /// Flag bit: in hardware slowdown.
 pub const THROTTLED: u8 = 1;
@@ -137,15 +138,22 @@ pub struct RackSums {
     pub telemetry_w: f32,
 }
 
-/// Round to the nearest integer without a libm call (temperature telemetry is whole °C).
+/// 2²³: from here on every f32 is an integer.
+const F32_INT: f32 = 8_388_608.0;
+
+/// Round to the nearest integer, halves away from zero, without a libm call or an integer
+/// conversion (temperature telemetry is whole °C). Only adds, compares and selects, so the lanes
+/// of the kernel vectorise on any x86-64 (a saturating `as i32` does not) and every clone of the
+/// kernel rounds bit for bit the same: `v = |x| + 0.5`; `v + 2²³ − 2²³` is `v` rounded to an
+/// integer (exact for 0 ≤ v < 2²³), one less if that rounded up, which is `floor(v)`; the sign
+/// comes back last. Values of 2²³ and more are integers already and pass through.
 #[inline(always)]
 pub fn round_fast(x: f32) -> f32 {
-    let y = x + if x >= 0.0 { 0.5 } else { -0.5 };
-    if y.abs() < 8.0e6 {
-        (y as i32) as f32
-    } else {
-        x
-    }
+    let v = x.abs() + 0.5;
+    let r = (v + F32_INT) - F32_INT;
+    let fl = if r > v { r - 1.0 } else { r };
+    let out = if v < F32_INT { fl } else { x.abs() };
+    out.copysign(x)
 }
 
 /// Power telemetry as NVML reports it (milliwatt counter, `nvidia-smi` prints 0.01 W): whole
@@ -224,14 +232,43 @@ fn events_bits(c: &GpuConsts, o: &One) -> u8 {
 
 /// The vectorisable kernel. Returns `None` (state partly written: restore it) when a GPU crossed
 /// slowdown from below or reached shutdown during the step, or runs under a deep power cap.
+///
+/// Dispatched at run time (see [`kernel_clone`]): on a CPU with AVX2 and FMA the lanes run 8 wide
+/// in `ymm` registers, elsewhere 4 wide in SSE2; the binary stays portable. Both clones compute
+/// the same IEEE operations in the same order (Rust never contracts `a·b + c` into an FMA on its
+/// own), so results are bit for bit the same on every CPU.
 pub fn kernel_fast(c: &GpuConsts, g: &mut RackGpus<'_>) -> Option<RackSums> {
     if c.knee.is_some() {
-        kernel_fast_impl::<true>(c, g)
+        kernel_fast_knee(c, g)
     } else {
-        kernel_fast_impl::<false>(c, g)
+        kernel_fast_alpha(c, g)
     }
 }
 
+/// The clone of the fast kernel the run-time dispatcher takes on this CPU: `"x86-64-v3 (AVX2+FMA)"`
+/// or `"generic"` (the build's baseline, SSE2 on x86-64). The detection runs once and is cached.
+#[multiversion(targets("x86_64+avx2+fma"))]
+pub fn kernel_clone() -> &'static str {
+    if multiversion::target::target_cfg_f!(all(target_feature = "avx2", target_feature = "fma")) {
+        "x86-64-v3 (AVX2+FMA)"
+    } else {
+        "generic"
+    }
+}
+
+#[multiversion(targets("x86_64+avx2+fma"))]
+fn kernel_fast_knee(c: &GpuConsts, g: &mut RackGpus<'_>) -> Option<RackSums> {
+    kernel_fast_impl::<true>(c, g)
+}
+
+#[multiversion(targets("x86_64+avx2+fma"))]
+fn kernel_fast_alpha(c: &GpuConsts, g: &mut RackGpus<'_>) -> Option<RackSums> {
+    kernel_fast_impl::<false>(c, g)
+}
+
+/// The body of the fast kernel, inlined into each dispatched clone (so it is compiled once per
+/// target-feature set).
+#[inline(always)]
 fn kernel_fast_impl<const KNEE: bool>(c: &GpuConsts, g: &mut RackGpus<'_>) -> Option<RackSums> {
     let n = g.temp.len();
     let (util, r_cond, cap, bias) = (&g.util[..n], &g.r_cond[..n], &g.cap[..n], &g.bias[..n]);
@@ -499,6 +536,78 @@ mod tests {
             (999.6, 1000.0),
         ] {
             assert_eq!(round_fast(x), r, "{x}");
+        }
+    }
+
+    #[test]
+    fn fast_round_matches_the_integer_conversion() {
+        // The add/compare/select rounding equals the plain conversion over the telemetry range
+        // (die temperatures and centiwatts of power) and at the 2²³ edge.
+        let reference = |x: f32| {
+            let y = x + if x >= 0.0 { 0.5 } else { -0.5 };
+            (y as i64) as f32
+        };
+        let mut x = -300.0f32;
+        while x < 300.0 {
+            assert_eq!(round_fast(x), reference(x), "{x}");
+            x += 0.013;
+        }
+        for x in [0.0f32, 0.5, 1.5, 2.5, 123_456.5, 8_388_607.0, -8_388_607.0, 5_000_000.4] {
+            assert_eq!(round_fast(x), reference(x), "{x}");
+        }
+        assert_eq!(round_fast(1.0e9), 1.0e9);
+        assert!(round_fast(f32::NAN).is_nan());
+    }
+
+    #[test]
+    fn dispatched_clone_equals_the_baseline_bit_for_bit() {
+        // kernel_fast runs the clone the CPU supports (AVX2 + FMA here when present);
+        // kernel_fast_impl called directly is compiled for the build's baseline.
+        eprintln!("clone: {}", kernel_clone());
+        for knee in [None, Some([0.2f32, 0.7, 1.1])] {
+            for cap in [1000.0f32, 950.0, 870.0] {
+                let c = GpuConsts { knee, ..consts() };
+                let run = |dispatch: bool| {
+                    let n = 77;
+                    let util: Vec<f32> = (0..n).map(|i| 0.3 + 0.009 * i as f32).collect();
+                    let mut temp: Vec<f32> = (0..n).map(|i| 45.0 + 0.31 * i as f32).collect();
+                    let rc: Vec<f32> = (0..n).map(|i| 0.015 + 0.0001 * i as f32).collect();
+                    let caps = vec![cap; n];
+                    let mut flags = vec![0u8; n];
+                    let bias: Vec<f32> = (0..n).map(|i| -0.7 + 0.02 * i as f32).collect();
+                    let (mut ot, mut op, mut oe) = (vec![0.0; n], vec![0.0; n], vec![0u8; n]);
+                    let mut g = RackGpus {
+                        t_in: 38.7,
+                        r_flow: 0.011,
+                        util: &util,
+                        temp: &mut temp,
+                        r_cond: &rc,
+                        cap: &caps,
+                        flags: &mut flags,
+                        bias: &bias,
+                        out_temp: &mut ot,
+                        out_power: &mut op,
+                        out_events: &mut oe,
+                    };
+                    let s = if dispatch {
+                        kernel_fast(&c, &mut g)
+                    } else if knee.is_some() {
+                        kernel_fast_impl::<true>(&c, &mut g)
+                    } else {
+                        kernel_fast_impl::<false>(&c, &mut g)
+                    };
+                    (temp, flags, ot, op, oe, s)
+                };
+                let (a, b) = (run(true), run(false));
+                let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&a.0), bits(&b.0), "temperatures, cap {cap}");
+                assert_eq!(a.1, b.1);
+                assert_eq!(bits(&a.2), bits(&b.2));
+                assert_eq!(bits(&a.3), bits(&b.3));
+                assert_eq!(a.4, b.4);
+                assert_eq!(a.5, b.5, "rack sums, cap {cap}");
+                assert!(a.5.is_some(), "no crossing in this case");
+            }
         }
     }
 

@@ -629,6 +629,11 @@ impl Plant {
         self.gpu_flags[gpu] & DEAD != 0
     }
 
+    /// GPUs shut down now (each waits for its restart), in no particular order.
+    pub fn down_gpus(&self) -> impl Iterator<Item = usize> + '_ {
+        self.restarts.iter().map(|&(g, _)| g as usize)
+    }
+
     /// GPUs that shut down during the last step.
     pub fn newly_shut_down(&self) -> &[u32] {
         &self.newly_dead
