@@ -15,9 +15,16 @@
 //!
 //! Invariant (checked by [`Ledger::check_invariant`] and property-tested): for every domain,
 //! `baseline + unmanaged + granted ≤ limit`, unless every lease under that domain is already at
-//! its floor (nothing left to shed). When a limit drops, [`Ledger::enforce`] shrinks grants toward
-//! their minimum, lowest priority first, then preempts (grant to the floor at once, the job gets a
-//! grace period to checkpoint before the lease ends), and reports every affected lease as an event.
+//! its floor (nothing left to shed). When a limit drops, [`Ledger::enforce`] first takes back
+//! growth (grants above the request), then shrinks grants toward their minimum, lowest priority
+//! first, then preempts (grant to the floor at once, the job gets a grace period to checkpoint
+//! before the lease ends), and reports every affected lease as an event.
+//!
+//! Growth: a lease asks for `min ≤ request ≤ max` W per GPU. It is granted up to its request when
+//! created; at every [`Ledger::tick`] headroom left over is lent to live leases up to their `max`,
+//! highest priority first. Growth is lent, not promised: a new lease, a raised request or a lease
+//! growing back to its request takes it back (lowest priority first), and a limit drop sheds it
+//! before anyone's request is cut.
 //!
 //! Fail closed: a domain whose telemetry is stale grants nothing new on any path through it
 //! (feasibility answers "not feasible", creation and growth are refused); existing grants are
@@ -42,6 +49,9 @@ pub const ENDED_MAX: usize = 4_096;
 const GRANT_STEP_W: f64 = 0.001;
 /// Tolerance of the invariant check, W (float sums over thousands of leases).
 const SLACK_W: f64 = 1e-3;
+/// Growth above the request is granted in steps of at least this many W per GPU (or straight to
+/// `max`), so that a measured load that moves a little each tick does not re-send every cap.
+pub const GROW_MIN_STEP_W: f64 = 1.0;
 
 /// Level of a power domain.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Hash, PartialOrd, Ord)]
@@ -113,6 +123,7 @@ pub struct Domain {
     pub leased_gpus: u32,
     baseline_w: f64,
     granted_w: f64,
+    grown_w: f64,
 }
 
 impl Domain {
@@ -140,6 +151,11 @@ impl Domain {
     /// Granted above the floor by leases, W.
     pub fn granted_w(&self) -> f64 {
         self.granted_w
+    }
+    /// Part of [`Domain::granted_w`] lent to leases above their request (growth), W: a new lease
+    /// may take it back.
+    pub fn grown_w(&self) -> f64 {
+        self.grown_w
     }
     /// Accounted load: baseline + unmanaged + granted, W.
     pub fn load_w(&self) -> f64 {
@@ -254,6 +270,10 @@ impl Lease {
     /// Less than the request is granted.
     pub fn degraded(&self) -> bool {
         self.granted_w + GRANT_STEP_W < self.request.request_w
+    }
+    /// Granted above the request (lent headroom, at most `max_w − request_w`), W per GPU.
+    pub fn growth_w(&self) -> f64 {
+        (self.granted_w - self.request.request_w).max(0.0)
     }
 }
 
@@ -464,6 +484,7 @@ impl Ledger {
             leased_gpus: 0,
             baseline_w: 0.0,
             granted_w: 0.0,
+            grown_w: 0.0,
         };
         let mut s = mk(site.site.name.clone(), DomainKind::Site, None);
         s.contract_w = Some(site.site.power_budget_kw * 1e3);
@@ -751,7 +772,8 @@ impl Ledger {
         for &d in &path {
             let dom = &self.domains[d];
             stale |= dom.stale;
-            let h = dom.headroom_w() + freed;
+            // Growth lent to other leases goes back to a new one.
+            let h = dom.headroom_w() + freed + dom.grown_w;
             if h < best.0 {
                 best = (h, d);
             }
@@ -867,12 +889,14 @@ impl Ledger {
     }
 
     /// Most per-GPU power grantable with these weights, ignoring `exclude`'s own grant, and the
-    /// domain that limits it. `Err` names a stale domain.
+    /// domain that limits it; with `reclaim`, the growth lent to other leases counts as free
+    /// (the caller then takes it back with [`Ledger::enforce`]). `Err` names a stale domain.
     fn grantable(
         &self,
         weights: &[(DomainId, f64)],
         exclude: Option<&Lease>,
         freed: &[(DomainId, f64)],
+        reclaim: bool,
     ) -> Result<(f64, Option<DomainId>), DomainId> {
         let mut best = (f64::INFINITY, None);
         for &(d, w) in weights {
@@ -881,11 +905,16 @@ impl Ledger {
                 return Err(d);
             }
             let freed_w = freed.iter().find(|x| x.0 == d).map(|x| x.1).unwrap_or(0.0);
-            let own = exclude
-                .and_then(|l| l.weights.iter().find(|x| x.0 == d))
-                .map(|x| x.1 * (exclude.unwrap().granted_w - self.floor_w))
+            let own_w = exclude.and_then(|l| l.weights.iter().find(|x| x.0 == d)).map(|x| x.1);
+            let own = own_w
+                .map(|w| w * (exclude.unwrap().granted_w - self.floor_w))
                 .unwrap_or(0.0);
-            let room = dom.limit().0 - dom.baseline_w - (dom.unmanaged_w - freed_w) - (dom.granted_w - own);
+            let lent = if reclaim {
+                dom.grown_w - own_w.map(|w| w * exclude.unwrap().growth_w()).unwrap_or(0.0)
+            } else {
+                0.0
+            };
+            let room = dom.limit().0 - dom.baseline_w - (dom.unmanaged_w - freed_w) - (dom.granted_w - own) + lent;
             let g = self.floor_w + room / w;
             if g < best.0 {
                 best = (g, Some(d));
@@ -920,7 +949,7 @@ impl Ledger {
         let w = self.weights(&r.nodes)?;
         self.check_free(&r.nodes)?;
         let freed = self.freed(&r.nodes);
-        Ok(match self.grantable(&w, None, &freed) {
+        Ok(match self.grantable(&w, None, &freed, true) {
             Err(d) => Feasibility {
                 feasible: false,
                 grant_w: 0.0,
@@ -993,6 +1022,8 @@ impl Ledger {
         self.leases.insert(id, lease);
         self.count_gpus(id, true);
         self.set_grant(id, f.grant_w);
+        // The grant may use growth lent to other leases: take it back.
+        self.enforce(now_s);
         Ok(id)
     }
 
@@ -1015,12 +1046,18 @@ impl Ledger {
     fn set_grant(&mut self, id: LeaseId, g: f64) {
         let Some(l) = self.leases.get_mut(&id) else { return };
         let delta = g - l.granted_w;
+        let grown_before = l.growth_w();
         l.granted_w = g;
+        let grown_delta = l.growth_w() - grown_before;
         for &(d, w) in &l.weights {
             let dom = &mut self.domains[d];
             dom.granted_w += w * delta;
             if dom.granted_w < 0.0 && dom.granted_w > -SLACK_W {
                 dom.granted_w = 0.0;
+            }
+            dom.grown_w += w * grown_delta;
+            if dom.grown_w < 0.0 && dom.grown_w > -SLACK_W {
+                dom.grown_w = 0.0;
             }
         }
     }
@@ -1067,7 +1104,7 @@ impl Ledger {
         r.max_w = max_w.unwrap_or(r.max_w);
         r.priority = priority.unwrap_or(r.priority);
         self.validate(&r)?;
-        let g = match self.grantable(&l.weights, Some(l), &[]) {
+        let g = match self.grantable(&l.weights, Some(l), &[], true) {
             Ok((g, _)) => floor_step(g.min(r.request_w)),
             // Stale path: keep (never raise) the grant.
             Err(_) => l.granted_w.min(r.request_w),
@@ -1080,7 +1117,7 @@ impl Ledger {
                     feasible: false,
                     grant_w: 0.0,
                     degraded: false,
-                    limiting: self.grantable(&l.weights, Some(l), &[]).ok().and_then(|x| x.1),
+                    limiting: self.grantable(&l.weights, Some(l), &[], true).ok().and_then(|x| x.1),
                     reason: Some("not enough headroom for the new minimum".into()),
                 };
                 return Err(self.not_feasible(&r, f));
@@ -1088,9 +1125,13 @@ impl Ledger {
         } else {
             g
         };
+        // Growth is counted against the request in force: drop the grant, change the request,
+        // grant again (growth lent to others that the new grant uses is taken back).
+        let floor = self.floor_w;
+        self.set_grant(id, floor);
         self.leases.get_mut(&id).expect("checked").request = r;
         self.set_grant(id, g);
-        let _ = now_s;
+        self.enforce(now_s);
         Ok(&self.leases[&id])
     }
 
@@ -1123,7 +1164,9 @@ impl Ledger {
     }
 
     /// Advance to `now_s`: lapse overrides, expire leases, end grace periods, enforce every
-    /// limit, then grow degraded leases back toward their request (highest priority first).
+    /// limit, grow degraded leases back toward their request (highest priority first, taking
+    /// back growth lent to others), then lend what headroom is left to leases below their `max`
+    /// (highest priority first).
     pub fn tick(&mut self, now_s: f64) {
         for d in 0..self.domains.len() {
             if self.domains[d].override_.as_ref().is_some_and(|o| o.expires_s <= now_s) {
@@ -1143,10 +1186,11 @@ impl Ledger {
             self.end(id, s, now_s);
         }
         self.enforce(now_s);
-        self.regrow();
+        self.regrow(now_s);
+        self.grow();
     }
 
-    fn regrow(&mut self) {
+    fn regrow(&mut self, now_s: f64) {
         let mut order: Vec<(i32, LeaseId)> = self
             .leases
             .values()
@@ -1154,11 +1198,41 @@ impl Ledger {
             .map(|l| (-l.request.priority, l.id))
             .collect();
         order.sort();
+        let mut any = false;
         for (_, id) in order {
             let l = &self.leases[&id];
-            if let Ok((g, _)) = self.grantable(&l.weights, Some(l), &[]) {
+            if let Ok((g, _)) = self.grantable(&l.weights, Some(l), &[], true) {
                 let g = floor_step(g.min(l.request.request_w));
                 if g > l.granted_w {
+                    self.set_grant(id, g);
+                    any = true;
+                }
+            }
+        }
+        if any {
+            // Take back the growth the requests above used.
+            self.enforce(now_s);
+        }
+    }
+
+    /// Lend the headroom left to active leases below their `max`, highest priority first (then
+    /// oldest), never through a stale domain, in steps of at least [`GROW_MIN_STEP_W`].
+    fn grow(&mut self) {
+        let mut order: Vec<(i32, LeaseId)> = self
+            .leases
+            .values()
+            .filter(|l| {
+                matches!(l.state, LeaseState::Active) && !l.degraded() && l.granted_w + GRANT_STEP_W < l.request.max_w
+            })
+            .map(|l| (-l.request.priority, l.id))
+            .collect();
+        order.sort();
+        for (_, id) in order {
+            let l = &self.leases[&id];
+            if let Ok((g, _)) = self.grantable(&l.weights, Some(l), &[], false) {
+                let g = floor_step(g.min(l.request.max_w));
+                let to_max = g + GRANT_STEP_W >= l.request.max_w;
+                if g >= l.granted_w + GROW_MIN_STEP_W || (to_max && g > l.granted_w) {
                     self.set_grant(id, g);
                 }
             }
@@ -1205,6 +1279,22 @@ impl Ledger {
             .collect();
         cands.sort_by_key(|a| (a.0, a.2));
         let mut touched = Vec::new();
+        // Pass 0: take back growth (grants above the request).
+        for &(_, _, _, id, w) in &cands {
+            if excess <= SLACK_W {
+                break;
+            }
+            let l = &self.leases[&id];
+            let can = l.growth_w() * w;
+            if can <= 0.0 {
+                continue;
+            }
+            let cut = can.min(excess);
+            let g = floor_step(l.granted_w - cut / w - GRANT_STEP_W).max(l.request.request_w);
+            excess -= (l.granted_w - g) * w;
+            self.set_grant(id, g);
+            touched.push(id);
+        }
         // Pass 1: shrink toward the minimum.
         for &(_, _, _, id, w) in &cands {
             if excess <= SLACK_W {
@@ -1220,7 +1310,9 @@ impl Ledger {
             let shed = (l.granted_w - g) * w;
             excess -= shed;
             self.set_grant(id, g);
-            touched.push(id);
+            if !touched.contains(&id) {
+                touched.push(id);
+            }
         }
         // Pass 2: preempt, preemptible first, least important first.
         let mut pre: Vec<_> = cands.clone();
@@ -1288,21 +1380,20 @@ impl Ledger {
     /// sums equal a recomputation. Returns a description of the first violation.
     pub fn check_invariant(&self) -> Result<(), String> {
         let mut granted = vec![0.0f64; self.domains.len()];
+        let mut grown = vec![0.0f64; self.domains.len()];
         let mut leased = vec![0u32; self.domains.len()];
         for l in self.leases.values() {
             for s in &l.request.nodes {
                 leased[s.node] += s.gpus;
             }
-            if l.granted_w + 1e-9 < self.floor_w || l.granted_w > l.request.request_w + 1e-9 {
-                return Err(format!(
-                    "lease {} granted {} outside [floor, request]",
-                    l.id, l.granted_w
-                ));
+            if l.granted_w + 1e-9 < self.floor_w || l.granted_w > l.request.max_w + 1e-9 {
+                return Err(format!("lease {} granted {} outside [floor, max]", l.id, l.granted_w));
             }
             for s in &l.request.nodes {
-                let f = s.gpus as f64 * self.node_factor[s.node - self.node0] * (l.granted_w - self.floor_w);
+                let w = s.gpus as f64 * self.node_factor[s.node - self.node0];
                 for d in self.path(s.node).expect("validated") {
-                    granted[d] += f;
+                    granted[d] += w * (l.granted_w - self.floor_w);
+                    grown[d] += w * l.growth_w();
                 }
             }
         }
@@ -1317,6 +1408,12 @@ impl Ledger {
                 return Err(format!(
                     "{}: running sum {} vs recomputed {}",
                     dom.name, dom.granted_w, granted[i]
+                ));
+            }
+            if (grown[i] - dom.grown_w).abs() > SLACK_W.max(1e-9 * grown[i].abs()) * 10.0 {
+                return Err(format!(
+                    "{}: running growth sum {} vs recomputed {}",
+                    dom.name, dom.grown_w, grown[i]
                 ));
             }
             let load = dom.baseline_w + dom.unmanaged_w + granted[i];

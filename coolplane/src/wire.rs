@@ -43,10 +43,11 @@ pub struct SimArgs {
     /// Rack telemetry period, s of plant time.
     #[arg(long, default_value_t = 10.0)]
     pub telemetry_s: f64,
-    /// Rack agents apply a power-limit command when it arrives (the plant step is split there),
-    /// as real ones do within milliseconds, instead of at the next plant step.
+    /// Rack agents apply a power-limit command at the next plant step (with the plant a step
+    /// ahead of the clock) instead of when it arrives. By default they apply it on arrival, as
+    /// real ones do within milliseconds (the plant step is split there).
     #[arg(long)]
-    pub limits_on_arrival: bool,
+    pub limits_at_step: bool,
 }
 
 impl SimArgs {
@@ -59,7 +60,7 @@ impl SimArgs {
             modbus_base_port: self.modbus_port,
             mqtt,
             telemetry_interval_s: self.telemetry_s,
-            limits_on_arrival: self.limits_on_arrival,
+            limits_on_arrival: !self.limits_at_step,
         }
     }
 }

@@ -1787,3 +1787,79 @@ fn sensor_stuck_keeps_its_value() {
         );
     }
 }
+
+/// A plant step cut into uneven pieces gives the same energies as one whole step (the simulated
+/// rack agents of `coolplane-sim-wire` cut a step where a power-limit command arrives: a piece up
+/// to the arrival, a 0.01 s piece, the rest): two hours of a hot afternoon (fans modulating,
+/// adiabatic assist available, the chiller on the edge) with loads changing, supply and flow
+/// setpoints written every minute and one rack's caps changing every 10 s, stepped once in 5 s
+/// steps and once with every step cut in three, the same inputs at the same times. The loops'
+/// temperatures and flows are integrated exactly and the pump speed loop converges by the same
+/// factor over a cut step as over a whole one, so cooling, IT and facility energy and the CDU
+/// pumps' energy agree within 0.02 % (with a pump speed loop that closed 0.6·h/5 of the error per
+/// piece, CDU pump energy differed by 0.035 %). The local fan loop's proportional action acts on
+/// every piece (sample and hold at the piece), which with cubic fan power moves the rejection fans'
+/// energy by up to 0.5 % (measured 0.35 %), traded against the facility pumps in the total.
+#[test]
+fn energies_do_not_depend_on_splitting_a_step_at_command_arrivals() {
+    let site = small_hall(2, 3, "");
+    let amb_at = |t: f64| weather_rh(30.0 + 6.0 * (2.0 * std::f64::consts::PI * t / 7200.0).sin(), 40.0);
+    let run = |split: bool| {
+        let mut plant = Plant::new(&site, 7).unwrap();
+        load_all(&mut plant, 0.7);
+        let hb = heartbeats(&plant);
+        run(&mut plant, 5.0, 1800.0, &amb_at(0.0), &hb);
+        plant.start_scoring();
+        let gpus = plant.topology().racks[1].gpus.len();
+        let loads = [0.7f32, 1.0, 0.4, 0.9];
+        for k in 0..1440u64 {
+            let t = plant.time_s();
+            plant.set_slot_util(1, loads[(k / 97) as usize % loads.len()]);
+            let mut acts = if k % 12 == 0 {
+                let sp = 30.0 + (k / 12 % 5) as f64;
+                let fl = design_flow_lpm(&site) * (0.8 + 0.05 * (k / 12 % 4) as f64);
+                cdu_writes(&plant, Some(sp), Some(fl))
+            } else {
+                heartbeats(&plant)
+            };
+            let mut cmd = Actions::default();
+            if k % 2 == 0 {
+                cmd.power_limits.push(coolplane_core::signals::RackPowerLimits {
+                    rack: 1,
+                    limits_w: vec![if k % 4 == 0 { 500.0 } else { 900.0 }; gpus],
+                });
+            }
+            let amb = amb_at(t);
+            // The same inputs at the same times: commands at the start of each 5 s.
+            acts.power_limits = cmd.power_limits;
+            if split {
+                // Cut somewhere in the step (never on a sub-step boundary), then a 0.01 s piece.
+                let x = 0.05 + (k as f64 * 1.618_034) % 4.9;
+                plant.step(x, &amb, &acts);
+                plant.step(0.01, &amb, &Actions::default());
+                plant.step(5.0 - x - 0.01, &amb, &Actions::default());
+            } else {
+                plant.step(5.0, &amb, &acts);
+            }
+        }
+        plant.kpis()
+    };
+    let (a, b) = (run(false), run(true));
+    for (name, x, y, tol_pct) in [
+        ("cooling", a.cooling_energy_kwh, b.cooling_energy_kwh, 0.02),
+        ("CDU pumps", a.cdu_pump_energy_kwh, b.cdu_pump_energy_kwh, 0.02),
+        (
+            "rejection fans",
+            a.rejection_fan_energy_kwh,
+            b.rejection_fan_energy_kwh,
+            0.5,
+        ),
+        ("IT", a.it_energy_kwh, b.it_energy_kwh, 0.02),
+        ("facility", a.facility_energy_kwh, b.facility_energy_kwh, 0.02),
+    ] {
+        let d = 100.0 * (x - y).abs() / x;
+        println!("{name}: whole steps {x:.6}, split steps {y:.6} kWh, {d:.4} %");
+        assert!(d <= tol_pct, "{name}: whole steps {x} vs split {y} ({d} %)");
+    }
+    assert!(a.cooling_energy_kwh > 0.0 && a.rejection_fan_energy_kwh > 0.0);
+}

@@ -229,6 +229,10 @@ fn the_invariant_check_catches_an_injected_error() {
     l.domains[0].granted_w -= 1000.0;
     assert!(l.check_invariant().is_err());
     l.domains[0].granted_w += 1000.0;
+    // The same for the sum of growth lent.
+    l.domains[0].grown_w += 1000.0;
+    assert!(l.check_invariant().unwrap_err().contains("growth"));
+    l.domains[0].grown_w -= 1000.0;
     // Bypass enforcement: a limit below the load with a sheddable lease is a violation.
     l.domains[0].contract_w = Some(l.domains[0].load_w() - 1000.0);
     assert!(l.check_invariant().unwrap_err().contains("over limit"));
@@ -237,12 +241,126 @@ fn the_invariant_check_catches_an_injected_error() {
     assert!(l.lease(id).unwrap().granted_w < tdp);
 }
 
+fn req_max(l: &Ledger, nodes: &[usize], min: f64, request: f64, max: f64, prio: i32) -> LeaseRequest {
+    LeaseRequest {
+        max_w: max,
+        external_id: format!("grow-{prio}"),
+        ..req(l, nodes, min, request, prio, true)
+    }
+}
+
+#[test]
+fn headroom_is_lent_up_to_max_in_priority_order_and_taken_back_first() {
+    let mut l = ledger();
+    let floor = l.floor_w(); // 400 W on hall-10k, TDP 1,000 W
+    let lo = l
+        .create(
+            req_max(&l, &[0, 1], floor + 100.0, floor + 200.0, floor + 500.0, 1),
+            0.0,
+        )
+        .unwrap();
+    let hi = l
+        .create(
+            req_max(&l, &[2, 3], floor + 100.0, floor + 200.0, floor + 400.0, 5),
+            0.0,
+        )
+        .unwrap();
+    // Created at their request: growth comes at the tick.
+    assert_eq!(l.lease(lo).unwrap().granted_w, floor + 200.0);
+    assert_eq!(l.lease(hi).unwrap().growth_w(), 0.0);
+    // Room at the site for 300 W per GPU of one two-node lease above the requests.
+    let w = l.lease(lo).unwrap().weights.iter().find(|x| x.0 == 0).unwrap().1;
+    let load = l.domains()[0].load_w();
+    l.set_contract(0, Some(load + w * 300.0), 0.0).unwrap();
+    l.tick(1.0);
+    l.check_invariant().unwrap();
+    // The higher priority grows first, to its max (200 W above its request); the rest (100 W)
+    // goes to the other.
+    let (g_hi, g_lo) = (l.lease(hi).unwrap().granted_w, l.lease(lo).unwrap().granted_w);
+    assert!((g_hi - (floor + 400.0)).abs() < 0.01, "hi {g_hi}");
+    assert!((g_lo - (floor + 300.0)).abs() < 0.01, "lo {g_lo}");
+    assert!((l.domains()[0].grown_w() - w * 300.0).abs() < 0.1);
+    assert!(l.domains()[0].headroom_w().abs() < 0.1);
+    // Nothing left: another tick changes nothing.
+    l.tick(2.0);
+    assert_eq!(l.lease(hi).unwrap().granted_w, g_hi);
+    assert_eq!(l.lease(lo).unwrap().granted_w, g_lo);
+    l.drain_events();
+    // A new lease (lowest priority) takes back lent growth, lowest priority first: `lo` gives
+    // its 100 W, then `hi` 50 W; nobody goes below the request.
+    let node = l.node_domain(4).unwrap();
+    assert!(l.node_headroom(node).unwrap().headroom_w >= w * 300.0 - 0.1);
+    let new = l
+        .create(
+            req_max(&l, &[4, 5], floor + 150.0, floor + 150.0, floor + 150.0, 0),
+            3.0,
+        )
+        .unwrap();
+    l.check_invariant().unwrap();
+    assert_eq!(l.lease(new).unwrap().granted_w, floor + 150.0);
+    assert!((l.lease(lo).unwrap().granted_w - (floor + 200.0)).abs() < 0.01);
+    assert!((l.lease(hi).unwrap().granted_w - (floor + 350.0)).abs() < 0.01);
+    let ev = l.drain_events();
+    assert_eq!(
+        ev.iter()
+            .filter(|e| matches!(e, LedgerEvent::CapReduced { .. }))
+            .count(),
+        2,
+        "{ev:?}"
+    );
+    // A limit drop sheds the remaining growth before any request is cut or anyone preempted.
+    let load = l.domains()[0].load_w();
+    l.set_contract(0, Some(load - w * 150.0), 4.0).unwrap();
+    l.check_invariant().unwrap();
+    assert!((l.lease(hi).unwrap().granted_w - (floor + 200.0)).abs() < 0.01);
+    assert!((l.lease(lo).unwrap().granted_w - (floor + 200.0)).abs() < 0.01);
+    assert_eq!(l.lease(new).unwrap().granted_w, floor + 150.0);
+    assert!(l.leases().all(|x| x.state == LeaseState::Active));
+    // A deeper drop then shrinks requests toward their minimum, lowest priority first (`lo`; the
+    // new lease is strict).
+    let load = l.domains()[0].load_w();
+    l.set_contract(0, Some(load - w * 50.0), 5.0).unwrap();
+    l.check_invariant().unwrap();
+    assert!((l.lease(lo).unwrap().granted_w - (floor + 150.0)).abs() < 0.01);
+    assert!((l.lease(hi).unwrap().granted_w - (floor + 200.0)).abs() < 0.01);
+    assert!(l.leases().all(|x| x.state == LeaseState::Active));
+    // With the limit back, `lo` regrows to its request at the tick, then both grow again.
+    l.set_contract(0, Some(load + w * 1000.0), 6.0).unwrap();
+    l.tick(7.0);
+    l.check_invariant().unwrap();
+    assert_eq!(l.lease(hi).unwrap().granted_w, floor + 400.0);
+    assert_eq!(l.lease(lo).unwrap().granted_w, floor + 500.0);
+}
+
+#[test]
+fn no_growth_through_stale_telemetry_and_never_above_max() {
+    let mut l = ledger();
+    let floor = l.floor_w();
+    let id = l
+        .create(req_max(&l, &[0], floor + 100.0, floor + 200.0, floor + 300.0, 0), 0.0)
+        .unwrap();
+    let rack = l.path(l.node_domain(0).unwrap()).unwrap()[3];
+    l.set_stale(rack, true, 0.0).unwrap();
+    l.tick(1.0);
+    assert_eq!(l.lease(id).unwrap().granted_w, floor + 200.0);
+    l.set_stale(rack, false, 1.0).unwrap();
+    l.tick(2.0);
+    assert_eq!(l.lease(id).unwrap().granted_w, floor + 300.0);
+    // Lowering max below the grant shrinks it at once.
+    l.update(id, None, None, Some(floor + 250.0), None, 3.0).unwrap();
+    assert!(l.lease(id).unwrap().granted_w <= floor + 250.0);
+    l.tick(4.0);
+    assert_eq!(l.lease(id).unwrap().granted_w, floor + 250.0);
+    l.check_invariant().unwrap();
+}
+
 #[derive(Debug, Clone)]
 enum Op {
     Create {
         nodes: Vec<usize>,
         min_frac: f64,
         req_frac: f64,
+        max_frac: f64,
         prio: i32,
         preempt: bool,
         ttl_s: f64,
@@ -273,10 +391,11 @@ enum Op {
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
-        4 => (proptest::collection::vec(prop_oneof![0usize..40, 0usize..3000], 1..6), 0.0..1.0f64, 0.0..1.0f64, -3i32..4, any::<bool>(), 30.0..900.0f64)
-            .prop_map(|(nodes, a, b, prio, preempt, ttl_s)| {
+        4 => (proptest::collection::vec(prop_oneof![0usize..40, 0usize..3000], 1..6), 0.0..1.0f64, 0.0..1.0f64, 0.0..1.0f64, -3i32..4, any::<bool>(), 30.0..900.0f64)
+            .prop_map(|(nodes, a, b, c, prio, preempt, ttl_s)| {
                 let (min_frac, req_frac) = if a <= b { (a, b) } else { (b, a) };
-                Op::Create { nodes, min_frac, req_frac, prio, preempt, ttl_s }
+                let max_frac = req_frac + c * (1.0 - req_frac);
+                Op::Create { nodes, min_frac, req_frac, max_frac, prio, preempt, ttl_s }
             }),
         1 => (0usize..64).prop_map(Op::Release),
         1 => (0usize..64).prop_map(Op::Renew),
@@ -294,7 +413,8 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
 
     /// Granted power plus unmanaged load never exceeds any domain's limit (unless nothing is
-    /// left to shed), whatever the sequence of requests, limit drops, staleness and time.
+    /// left to shed), whatever the sequence of requests (with growth up to their max), limit
+    /// drops, staleness and time.
     #[test]
     fn budget_invariant_holds_under_any_sequence(ops in proptest::collection::vec(op(), 1..60)) {
         let mut l = ledger();
@@ -307,13 +427,14 @@ proptest! {
         let mut ids: Vec<LeaseId> = Vec::new();
         for op in ops {
             match op {
-                Op::Create { nodes: ns, min_frac, req_frac, prio, preempt, ttl_s } => {
+                Op::Create { nodes: ns, min_frac, req_frac, max_frac, prio, preempt, ttl_s } => {
                     let mut ns: Vec<usize> = ns.into_iter().map(|n| n % nodes).collect();
                     ns.sort();
                     ns.dedup();
                     let min = floor + min_frac * (tdp - floor);
                     let rq = floor + req_frac * (tdp - floor);
-                    let r = LeaseRequest { ttl_s, ..req(&l, &ns, min, rq, prio, preempt) };
+                    let mx = (floor + max_frac * (tdp - floor)).max(rq);
+                    let r = LeaseRequest { ttl_s, max_w: mx, ..req(&l, &ns, min, rq, prio, preempt) };
                     let Ok(f) = l.feasibility(&r) else {
                         // GPUs already held: creation must refuse too.
                         let refused = matches!(l.create(r, now), Err(LedgerError::GpusTaken { .. }));
@@ -366,6 +487,11 @@ proptest! {
             for n in 0..nodes {
                 let d = &l.domains()[l.node_domain(n).unwrap()];
                 prop_assert!(d.leased_gpus <= d.gpus);
+            }
+            // Growth is never above a lease's max, and only a non-degraded lease holds any.
+            for x in l.leases() {
+                prop_assert!(x.granted_w <= x.request.max_w + 1e-9);
+                prop_assert!(x.growth_w() == 0.0 || !x.degraded());
             }
             // Every preempted or reduced lease was told.
             for e in l.drain_events() {

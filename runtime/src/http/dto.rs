@@ -71,6 +71,9 @@ pub struct DomainOut {
     pub unmanaged_w: f64,
     /// Granted to leases above the floor, W.
     pub granted_w: f64,
+    /// Part of `granted_w` lent to leases above their request (growth toward their `max_w`), W:
+    /// a new lease or a limit drop takes it back first.
+    pub lent_w: f64,
     /// baseline + unmanaged + granted, W.
     pub load_w: f64,
     /// limit − load, W (null when the domain has no limit of its own).
@@ -278,8 +281,12 @@ pub struct AllocationOut {
     pub request_w: f64,
     /// Most power per GPU, W.
     pub max_w: f64,
-    /// Power per GPU granted now (the GPU cap), W.
+    /// Power per GPU granted now (the GPU cap), W: between `min_w` and `request_w`, or above the
+    /// request up to `max_w` when headroom is left over (growth, lent: taken back first when a
+    /// limit drops or a new lease needs it).
     pub granted_w: f64,
+    /// Granted above the request (`granted_w − request_w`, 0 when not above), W per GPU.
+    pub growth_w: f64,
     /// Less than the request is granted.
     pub degraded: bool,
     /// Priority.

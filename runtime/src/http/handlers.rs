@@ -331,6 +331,12 @@ async fn metrics(State(st): State<ApiState>, caller: Caller) -> Result<Response,
         per_kind(&|d| d.granted_w()),
     );
     line(
+        "coolplane_budget_lent_watts",
+        "Part of the granted power lent to leases above their request (growth toward max_w).",
+        "gauge",
+        per_kind(&|d| d.grown_w()),
+    );
+    line(
         "coolplane_budget_unmanaged_watts",
         "Unmanaged load.",
         "gauge",
@@ -388,6 +394,7 @@ fn domain_out(st: &ApiState, b: &Budget, d: &Domain) -> DomainOut {
         baseline_w: d.baseline_w(),
         unmanaged_w: d.unmanaged_w,
         granted_w: d.granted_w(),
+        lent_w: d.grown_w(),
         load_w: d.load_w(),
         headroom_w: finite(d.headroom_w()),
         observed_w: d.observed_w,
@@ -806,6 +813,7 @@ fn allocation_out(st: &ApiState, b: &Budget, l: &Lease) -> AllocationOut {
         request_w: l.request.request_w,
         max_w: l.request.max_w,
         granted_w: if live { l.granted_w } else { 0.0 },
+        growth_w: if live { l.growth_w() } else { 0.0 },
         degraded: live && l.degraded(),
         priority: l.request.priority,
         preemptible: l.request.preemptible,
@@ -842,7 +850,9 @@ fn idempotency_key(h: &HeaderMap) -> Result<String, ApiError> {
 /// Lease power for a job. Idempotent: the same `Idempotency-Key` with the same body answers the
 /// allocation created the first time; with another body, 422. Granted between `min_w` and
 /// `request_w` per GPU (`degraded` when below the request), or refused (409) naming the limiting
-/// domain. Expires unless renewed; then its caps revert.
+/// domain; headroom left over is lent up to `max_w` at the next tick (`growth_w`), highest
+/// priority first, and taken back first when a limit drops. Expires unless renewed; then its
+/// caps revert.
 #[utoipa::path(post, path = "/v1/allocations", tag = "allocations", security(("bearer" = [])),
     params(("Idempotency-Key" = String, Header, description = "Unique per creation (e.g. the job id and attempt)")),
     request_body = AllocationIn,
