@@ -841,7 +841,13 @@ pub fn clean_run(o: &EvalOptions, base: &Path) -> Result<CleanReport, EvalError>
         .map(|c| plant.true_cdu_fouling_frac(c))
         .fold(0.0f64, f64::max);
     Ok(CleanReport {
-        run: format!("{} seed {} days {}+{}", sc.weather_name, o.seed + 3, o.clean_start_day, o.clean_days),
+        run: format!(
+            "{} seed {} days {}+{}",
+            sc.weather_name,
+            o.seed + 3,
+            o.clean_start_day,
+            o.clean_days
+        ),
         days: (sc.end_s() - sc.warmup_s) / 86_400.0,
         step_s: dt,
         maintenance_false_alarms: maintenance_events.len(),

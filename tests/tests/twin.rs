@@ -7,7 +7,7 @@ use coolplane_core::site::{builtin_site_toml, Site};
 use coolplane_core::weather::WeatherSample;
 use coolplane_sim_plant::faults::{FaultKind, ScheduledFault, SensorFailure, SensorPoint};
 use coolplane_sim_plant::Plant;
-use coolplane_twin::estimate::{EstQuality, Maintenance};
+use coolplane_twin::estimate::EstQuality;
 use coolplane_twin::health::SensorId;
 use coolplane_twin::{Nameplate, Twin, TwinConfig, TwinEventKind};
 
@@ -187,55 +187,4 @@ fn a_drifting_sensor_is_flagged_and_a_clean_plant_raises_nothing() {
     assert!(wrong.is_empty(), "false alarms: {wrong:?}");
     // While flagged, the estimate is gap-filled from the racks' inlets.
     assert_eq!(twin.estimate().cdus[4].supply_c.quality, EstQuality::Modelled);
-}
-
-#[test]
-fn injected_hx_fouling_is_estimated_and_flagged_on_that_cdu_only() {
-    // Injected: 20 % UA loss on CDU 2 from hour 14 (the twin commissions itself over 12 h).
-    let site = site_with(&[]);
-    let faults = [ScheduledFault {
-        start_s: 14.0 * 3600.0,
-        end_s: None,
-        fault: FaultKind::HxFouling {
-            cdu: 2,
-            ua_loss_pct: 20.0,
-        },
-    }];
-    let mut true_loss = 0.0;
-    let mut twin = drive(&site, 5, 40.0, &faults, |plant, _, _| {
-        true_loss = plant.true_cdu_fouling_frac(2);
-    });
-    let ev = twin.drain_events();
-    let maint: Vec<_> = ev
-        .iter()
-        .filter_map(|e| match e.kind {
-            TwinEventKind::Maintenance { cdu, finding, loss } => Some((e.t_s / 3600.0, cdu, finding, loss)),
-            _ => None,
-        })
-        .collect();
-    let losses = twin.ua_loss();
-    eprintln!("maintenance events {maint:?}; true loss on CDU 2 {true_loss:.3}; windows {losses:?}");
-    assert!(
-        maint
-            .iter()
-            .any(|(h, c, f, _)| *c == 2 && *f == Maintenance::HxFouling && *h > 14.0),
-        "20 % UA loss on CDU 2 not flagged: {maint:?}"
-    );
-    assert!(
-        maint.iter().all(|(_, c, _, _)| *c == 2),
-        "maintenance alarm on a clean CDU: {maint:?}"
-    );
-    // The estimated loss (over the day's window, partly before the onset) and its interval.
-    let l2 = losses[2].expect("CDU 2 has a loss window");
-    assert!(
-        l2.mean > 0.12 && l2.mean < 0.26 && l2.lo < l2.mean && l2.hi > 0.19,
-        "CDU 2 loss {l2:?}, true {true_loss:.3}"
-    );
-    for (c, l) in losses.iter().enumerate().filter(|(c, _)| *c != 2) {
-        let l = l.unwrap_or_else(|| panic!("CDU {c} has no loss window"));
-        assert!(
-            l.mean.abs() < 0.05 && l.lo < 0.0 && l.hi > 0.0,
-            "CDU {c}: clean HX reads {l:?}"
-        );
-    }
 }

@@ -221,7 +221,10 @@ mod tests {
         let (first, v) = run(|_| 0.0, 24.0 * 60.0, 0.04);
         assert_eq!(first, None, "false alarm");
         let v = v.unwrap();
-        assert!(v.lo < 0.0 && v.hi > 0.0, "interval must cover the clean baseline: {v:?}");
+        assert!(
+            v.lo < 0.0 && v.hi > 0.0,
+            "interval must cover the clean baseline: {v:?}"
+        );
     }
 
     #[test]
