@@ -52,6 +52,16 @@ pub struct EvalArgs {
     /// Simulation step, s.
     #[arg(long, default_value_t = 60.0)]
     step: f64,
+    /// Days of an extra clean run (test climate, seed + 3, nothing injected) counting every
+    /// maintenance and sensor false alarm; 365 for the clean-year check (0 skips it).
+    #[arg(long, default_value_t = 0.0)]
+    clean_days: f64,
+    /// First day of the clean run (0-based day of the weather year).
+    #[arg(long, default_value_t = 0.0)]
+    clean_start_day: f64,
+    /// Step of the clean run, s.
+    #[arg(long, default_value_t = 120.0)]
+    clean_step: f64,
     /// Write predicted-vs-actual plots (PNG) into this directory (created if missing).
     #[arg(long)]
     out: Option<PathBuf>,
@@ -95,7 +105,16 @@ fn eval_cmd(a: &EvalArgs) -> Result<()> {
         workload: a.workload.clone(),
         trace: a.trace.clone(),
         step_s: a.step,
+        clean_days: a.clean_days,
+        clean_start_day: a.clean_start_day,
+        clean_step_s: a.clean_step,
     };
+    if !(a.clean_days == 0.0 || (a.clean_days.is_finite() && (2.0..=366.0).contains(&a.clean_days))) {
+        bail!("--clean-days {}: must be 0 (skip) or within [2, 366]", a.clean_days);
+    }
+    if !(a.clean_step.is_finite() && (1.0..=900.0).contains(&a.clean_step)) {
+        bail!("--clean-step {}: must be within [1, 900] s", a.clean_step);
+    }
     if let Some(d) = &a.out {
         std::fs::create_dir_all(d).with_context(|| format!("creating --out {}", d.display()))?;
     }
@@ -189,6 +208,29 @@ pub fn table(r: &EvalReport) -> String {
     );
     for (k, v, t) in rows {
         s += &format!("| {k} | {v} | {t} |\n");
+    }
+    if let Some(c) = &r.clean {
+        s += &format!(
+            "\nclean run ({}, {:.1} days after commissioning, step {} s, nothing injected):\n\
+             | maintenance false alarms | {} | 0 |\n\
+             | sensor false alarms | {} | — |\n\
+             | largest UA-loss window mean / interval low end | {:.1} % / {:.1} % | alarm when low end > 10 % |\n\
+             | true natural fouling at the end, worst CDU | {:.1} % | — |\n",
+            c.run,
+            c.days,
+            c.step_s,
+            c.maintenance_false_alarms,
+            c.sensor_false_alarms,
+            100.0 * c.max_ua_loss_mean,
+            100.0 * c.max_ua_loss_lo,
+            100.0 * c.true_natural_fouling_max
+        );
+        for e in &c.maintenance_events {
+            s += &format!("  {e}\n");
+        }
+        for (k, n) in &c.sensor_events_by_kind {
+            s += &format!("  sensor {k}: {n}\n");
+        }
     }
     s += &format!("\nwall time {:.1} s\n", r.wall_s);
     s

@@ -57,6 +57,13 @@ pub struct EvalOptions {
     pub trace: Option<String>,
     /// Step, s.
     pub step_s: f64,
+    /// Days of an extra clean run (no faults injected; test climate, seed + 3, from
+    /// `clean_start_day`) that counts every maintenance and sensor event (0 to skip it).
+    pub clean_days: f64,
+    /// First day of the clean run.
+    pub clean_start_day: f64,
+    /// Step of the clean run, s (a year at 60 s is slow; the twin takes any step).
+    pub clean_step_s: f64,
 }
 
 /// The scores.
@@ -116,7 +123,37 @@ pub struct EvalReport {
     pub false_alarm_events: Vec<String>,
     /// Sensor events by sensor kind and issue.
     pub sensor_events_by_kind: std::collections::BTreeMap<String, usize>,
+    /// The clean run (None: not run).
+    pub clean: Option<CleanReport>,
     /// Wall time of the evaluation, s.
+    pub wall_s: f64,
+}
+
+/// A run of the plant with nothing injected: every maintenance event is a false alarm.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CleanReport {
+    /// Weather, seed and days.
+    pub run: String,
+    /// Days run (after the twin's commissioning day).
+    pub days: f64,
+    /// Step, s.
+    pub step_s: f64,
+    /// Maintenance events (all false alarms).
+    pub maintenance_false_alarms: usize,
+    /// Those events.
+    pub maintenance_events: Vec<String>,
+    /// Sensor events raised (all false alarms: no sensor fault injected).
+    pub sensor_false_alarms: usize,
+    /// Sensor events by kind and issue.
+    pub sensor_events_by_kind: std::collections::BTreeMap<String, usize>,
+    /// Largest lower end of any CDU's UA-loss interval seen (how close to an alarm it came).
+    pub max_ua_loss_lo: f64,
+    /// Largest mean UA loss of any CDU's window seen.
+    pub max_ua_loss_mean: f64,
+    /// The plant's true natural fouling at the end, largest CDU, relative UA loss (for reference;
+    /// the threshold is 10 %).
+    pub true_natural_fouling_max: f64,
+    /// Wall time of the clean run, s.
     pub wall_s: f64,
 }
 
@@ -613,7 +650,19 @@ pub fn eval(
         fa_cdu_days += o.fouling_days * (ncdu as f64 - 1.0);
     }
 
-    // 4. What-if speed: candidate 15-minute horizons at 60 s steps, one core.
+    // 4. A clean run: no faults; every maintenance or sensor event is a false alarm.
+    let clean = if o.clean_days > 0.0 {
+        progress(&format!(
+            "clean run, {} days (fouling done after {:.1} s)",
+            o.clean_days,
+            wall.elapsed().as_secs_f64()
+        ));
+        Some(clean_run(o, base)?)
+    } else {
+        None
+    };
+
+    // 5. What-if speed: candidate 15-minute horizons at 60 s steps, one core.
     let model = HallModel::from_twin(&test.twin, &fac);
     let m_last = {
         let mut st = coolplane_twin::whatif::HallState {
@@ -687,6 +736,7 @@ pub fn eval(
         other_overhead_bias_kw: (t.parts[2] - t.parts[3]) / t.parts[4].max(1.0),
         false_alarm_events: maintenance_events,
         sensor_events_by_kind: by_kind,
+        clean,
         wall_s: wall.elapsed().as_secs_f64(),
     };
     if let Some(dir) = out_dir {
@@ -719,6 +769,96 @@ pub fn eval(
         )?;
     }
     Ok(report)
+}
+
+/// The clean run: plant + scheduler + baseline controller + twin, nothing injected.
+pub fn clean_run(o: &EvalOptions, base: &Path) -> Result<CleanReport, EvalError> {
+    let wall = Instant::now();
+    let mut oc = o.clone();
+    oc.step_s = o.clean_step_s;
+    let sc = scenario(
+        &oc,
+        &o.test_weather,
+        o.seed + 3,
+        o.clean_start_day,
+        o.clean_days,
+        vec![],
+        base,
+    )?;
+    let site = &sc.site;
+    let dt = oc.step_s;
+    let mut plant = Plant::new(site, sc.spec.scenario.seed).map_err(|e| EvalError::Plant(e.to_string()))?;
+    let mut cluster = Cluster::new(&plant);
+    let policy = coolplane_policies::by_name("vendor-default").map_err(|e| EvalError::Plant(e.to_string()))?;
+    let mut ctl = Controller::new(site, policy, ControllerConfig::default());
+    let mut twin = Twin::new(
+        Nameplate::from_site(site),
+        TwinConfig {
+            learn_s: sc.warmup_s.max(6.0 * 3600.0),
+            ..TwinConfig::default()
+        },
+    );
+    let steps = (sc.end_s() / dt).round().max(1.0) as usize;
+    let mut advice = None;
+    let mut maintenance_events = Vec::new();
+    let mut by_kind = std::collections::BTreeMap::new();
+    let mut sensor = 0usize;
+    let (mut max_lo, mut max_mean) = (f64::NEG_INFINITY, f64::NEG_INFINITY);
+    for k in 0..steps {
+        let t = k as f64 * dt;
+        cluster.advance(t, &sc.workload, &mut plant, advice.as_ref());
+        let actions = ctl.tick(t, plant.measurements());
+        if actions.placement.is_some() {
+            advice = actions.placement.clone();
+        }
+        let _ = ctl.drain_events();
+        twin.update(plant.measurements());
+        for e in twin.drain_events() {
+            match e.kind {
+                TwinEventKind::Maintenance { cdu, finding, loss } => maintenance_events.push(format!(
+                    "day {:.2}: CDU {cdu} {finding:?} {:.1} %",
+                    e.t_s / 86_400.0,
+                    loss * 100.0
+                )),
+                TwinEventKind::SensorImplausible { sensor: id, issue } => {
+                    sensor += 1;
+                    let name = format!("{id:?}").split('(').next().unwrap_or("?").to_string();
+                    *by_kind.entry(format!("{name}/{issue:?}")).or_insert(0) += 1;
+                }
+                _ => {}
+            }
+        }
+        if k % ((3600.0 / dt).round().max(1.0) as usize) == 0 {
+            for v in twin.ua_loss().into_iter().flatten() {
+                max_lo = max_lo.max(v.lo);
+                max_mean = max_mean.max(v.mean);
+            }
+        }
+        let amb: WeatherSample = sc.weather.sample(sc.weather_time_s(t));
+        plant.step(dt, &amb, &actions);
+    }
+    let true_fouling = (0..twin.nameplate().topo.cdus.len())
+        .map(|c| plant.true_cdu_fouling_frac(c))
+        .fold(0.0f64, f64::max);
+    Ok(CleanReport {
+        run: format!(
+            "{} seed {} days {}+{}",
+            sc.weather_name,
+            o.seed + 3,
+            o.clean_start_day,
+            o.clean_days
+        ),
+        days: (sc.end_s() - sc.warmup_s) / 86_400.0,
+        step_s: dt,
+        maintenance_false_alarms: maintenance_events.len(),
+        maintenance_events,
+        sensor_false_alarms: sensor,
+        sensor_events_by_kind: by_kind,
+        max_ua_loss_lo: max_lo,
+        max_ua_loss_mean: max_mean,
+        true_natural_fouling_max: true_fouling,
+        wall_s: wall.elapsed().as_secs_f64(),
+    })
 }
 
 fn plot_pair(dir: &Path, name: &str, title: &str, pts: &[(f64, f64, f64)]) -> Result<PathBuf, EvalError> {

@@ -671,6 +671,12 @@ impl Plant {
         self.cdus[cdu].q_hx_w
     }
 
+    /// True relative UA loss of a CDU's heat exchanger (natural and injected fouling), 0–1.
+    pub fn true_cdu_fouling_frac(&self, cdu: usize) -> f64 {
+        let c = &self.cdus[cdu];
+        1.0 - (1.0 - c.fouling_frac) * (1.0 - c.extra_fouling_frac)
+    }
+
     /// True facility supply temperature of hall `h`, °C.
     pub fn true_facility_supply_c(&self, h: usize) -> f64 {
         self.halls[h].t_sup

@@ -2,6 +2,7 @@
 //! calibration with confidence intervals, and drift (maintenance) detection, all updated from
 //! one [`Measurements`] snapshot per tick.
 
+use crate::fouling::{hx_features, FoulingConfig, FoulingDetector, UaLoss};
 use crate::health::{HealthConfig, SensorId, SensorIssue, Track, Transition};
 use crate::nameplate::Nameplate;
 use crate::regress::{LinearFit, Samples};
@@ -20,8 +21,8 @@ pub struct TwinConfig {
     pub stale_s: f64,
     /// Time constant of the maintenance (fouling, pump wear) detectors, s.
     pub drift_tau_s: f64,
-    /// Relative UA loss flagged as fouling (0.12 = 12 %).
-    pub fouling_threshold: f64,
+    /// HX fouling detection (loss threshold, window, persistence, interval).
+    pub fouling: FoulingConfig,
     /// Relative flow-per-speed loss flagged as pump wear.
     pub pump_wear_threshold: f64,
     /// Bound on queued events (older are dropped and counted).
@@ -35,7 +36,7 @@ impl Default for TwinConfig {
             recalibrate_every_s: 6.0 * 3600.0,
             stale_s: 300.0,
             drift_tau_s: 4.0 * 3600.0,
-            fouling_threshold: 0.10,
+            fouling: FoulingConfig::default(),
             pump_wear_threshold: 0.08,
             max_events: 10_000,
         }
@@ -173,10 +174,11 @@ pub struct Calibration {
     pub rack_pickup_k: Vec<f64>,
     /// Per CDU: heat-to-liquid fraction (slope of loop heat over rack IT power).
     pub cdu_heat_to_liquid: Vec<Param>,
-    /// Per CDU: HX UA at design secondary flow and mean facility flow, kW/K (interval from the
-    /// intercept's spread).
+    /// Per CDU: HX UA at design secondary flow and the mean facility flow of commissioning, kW/K
+    /// (interval from the fit's residual spread).
     pub cdu_ua_kw_per_k: Vec<Param>,
-    /// Per CDU: `ln UA = a + b ln ṁ_sec + c ln ṁ_fac` fit.
+    /// Per CDU: apparent HX resistance fit `LMTD/Q = r₀ + α·ṁ_sec^−0.8 + β·ṁ_fac^−0.8 + δ/Q`, K/kW
+    /// (features from [`crate::fouling::hx_features`]).
     pub cdu_ua_fit: Vec<Option<LinearFit>>,
     /// Per CDU: pump power at full design flow, kW (from `cdu_pump_fit`).
     pub cdu_pump_kw_at_design: Vec<Param>,
@@ -327,7 +329,7 @@ pub struct Twin {
     gpu_fit: Vec<(f64, f64)>,
     gpu_relearn_until: f64,
     quiet_until: Vec<f64>,
-    ua_drift: Vec<DriftTrack>,
+    ua_drift: Vec<FoulingDetector>,
     pump_drift: Vec<DriftTrack>,
     events: Vec<TwinEvent>,
     counters: TwinCounters,
@@ -384,7 +386,7 @@ impl Twin {
             rack_thermal: vec![Samples::new(2, RACK_SAMPLE_CAP); nr],
             rack_pickup: vec![(0.0, 0.0); nr],
             cdu_liq: vec![Samples::new(2, SAMPLE_CAP); nc],
-            cdu_ua: vec![Samples::new(2, SAMPLE_CAP); nc],
+            cdu_ua: vec![Samples::new(3, SAMPLE_CAP); nc],
             cdu_pump: vec![Samples::new(1, SAMPLE_CAP); nc],
             cdu_flow_speed: vec![Samples::new(1, SAMPLE_CAP); nc],
             hall_fan: vec![Samples::new(1, SAMPLE_CAP); nh],
@@ -421,7 +423,7 @@ impl Twin {
             gpu_fit: vec![(f64::NAN, f64::NAN); ng],
             gpu_relearn_until: f64::NEG_INFINITY,
             quiet_until: vec![f64::NEG_INFINITY; nc],
-            ua_drift: vec![DriftTrack::default(); nc],
+            ua_drift: vec![FoulingDetector::default(); nc],
             pump_drift: vec![DriftTrack::default(); nc],
             events: Vec::new(),
             counters: TwinCounters::default(),
@@ -448,6 +450,11 @@ impl Twin {
     /// Whether the learning window is over and a calibration exists.
     pub fn calibrated(&self) -> bool {
         self.calibrated
+    }
+    /// Per CDU: the fouling detector's apparent UA loss over its window, with its interval
+    /// (None until a day of hourly means exists after calibration).
+    pub fn ua_loss(&self) -> Vec<Option<UaLoss>> {
+        self.ua_drift.iter().map(|d| d.loss()).collect()
     }
     /// Counters.
     pub fn counters(&self) -> TwinCounters {
@@ -699,12 +706,15 @@ impl Twin {
                     }
                 }
             }
-            // Apparent UA from the secondary side and the facility flow split by valve position.
+            // Apparent HX resistance from the secondary side and the facility flow split by valve
+            // position (the facility valves share the hall's measured flow in proportion to their
+            // opening), against the calibrated sum-of-resistances model (see [`crate::fouling`]).
             let h = topo.cdus[c].hall;
             let fm = &m.facilities[h];
             let hall_cdus = topo.halls[h].cdus.clone();
             let valve_sum: f64 = hall_cdus.clone().map(|k| m.cdus[k].valve_pct.value.max(0.0)).sum();
             let fac_in = cm.facility_in_temp_c;
+            let mut loss_sample = f64::NAN;
             let ua = if sup_ok
                 && ret_ok
                 && flow_ok
@@ -712,6 +722,10 @@ impl Twin {
                 && self.fresh(&fm.flow_lpm, now)
                 && valve_sum > 0.0
                 && self.fresh(&cm.valve_pct, now)
+                // A valve at its floor or fully open is off its characteristic (and a saturated
+                // loop is not at its setpoint): no UA sample there.
+                && cm.valve_pct.value >= 8.0
+                && cm.valve_pct.value <= 98.0
             {
                 let m_fac = water_lpm_to_kg_s(fm.flow_lpm.value) * cm.valve_pct.value.max(0.0) / valve_sum;
                 let m_sec = pg25_lpm_to_kg_s(cm.flow_lpm.value);
@@ -719,7 +733,7 @@ impl Twin {
                 let t_cold_out = fac_in.value + q_w / (m_fac * WATER_CP_J_KG_K).max(1e-6);
                 let d1 = cm.return_temp_c.value - t_cold_out;
                 let d2 = cm.supply_temp_c.value - fac_in.value;
-                let lmtd = if d1 > 0.05 && d2 > 0.05 {
+                let lmtd = if d1 > 0.3 && d2 > 0.3 {
                     if (d1 - d2).abs() < 1e-6 {
                         d1
                     } else {
@@ -728,32 +742,42 @@ impl Twin {
                 } else {
                     f64::NAN
                 };
-                if lmtd.is_finite() && q_w > 0.1 * self.np.cdu_capacity_kw[c] * 1e3 && m_fac > 0.0 {
-                    let ua = q_w / lmtd / 1e3;
-                    self.samples.cdu_ua[c].push(&[m_sec.ln(), m_fac.ln()], ua.ln());
+                if lmtd.is_finite() && q_w > 0.25 * self.np.cdu_capacity_kw[c] * 1e3 && m_fac > 0.0 {
+                    let q_kw = q_w / 1e3;
+                    let r_app = lmtd / q_kw;
+                    let m_d = pg25_lpm_to_kg_s(self.np.cdu_design_flow_lpm[c]);
+                    let x = hx_features(m_sec, m_fac, q_kw, m_d);
+                    if learning {
+                        self.samples.cdu_ua[c].push(&x, r_app);
+                    }
                     if !learning && self.calibrated && judge {
                         if let Some(f) = &self.cal.cdu_ua_fit[c] {
-                            let resid = ua.ln() - f.predict(&[m_sec.ln(), m_fac.ln()]);
-                            let a = 1.0 - (-dt / self.cfg.drift_tau_s).exp();
-                            if let Some(loss) = self.ua_drift[c].update(resid, a, self.cfg.fouling_threshold) {
-                                self.push_event(
-                                    now,
-                                    TwinEventKind::Maintenance {
-                                        cdu: c as u32,
-                                        finding: Maintenance::HxFouling,
-                                        loss,
-                                    },
-                                );
+                            let r_model = f.predict(&x);
+                            if r_model > 0.0 {
+                                loss_sample = 1.0 - r_model / r_app;
                             }
                         }
                     }
-                    ua
+                    1.0 / r_app
                 } else {
                     f64::NAN
                 }
             } else {
                 f64::NAN
             };
+            if !learning && self.calibrated {
+                // Hours with no usable sample (or while the CDU's sensors are suspect) still pass.
+                if let Some(v) = self.ua_drift[c].update(&self.cfg.fouling, loss_sample, dt) {
+                    self.push_event(
+                        now,
+                        TwinEventKind::Maintenance {
+                            cdu: c as u32,
+                            finding: Maintenance::HxFouling,
+                            loss: v.mean,
+                        },
+                    );
+                }
+            }
 
             // Estimates with gap filling.
             let f_liq = self.cal.cdu_heat_to_liquid[c].value;
@@ -1082,21 +1106,24 @@ impl Twin {
             if first {
                 match self.samples.cdu_ua[c].fit(pen) {
                     Ok(f) => {
+                        // UA at design secondary flow and the mean facility flow of the learning
+                        // window, without the sensor-offset term (that is the sensors, not the HX).
                         let s = &self.samples.cdu_ua[c];
                         let n = s.len() as f64;
-                        let mfac = (0..s.len()).map(|i| s.x[i * 2 + 1]).sum::<f64>() / n;
-                        let lnm_design = pg25_lpm_to_kg_s(self.np.cdu_design_flow_lpm[c]).ln();
-                        let ln_ua = f.predict(&[lnm_design, mfac]);
+                        let mfac = (0..s.len()).map(|i| s.x[i * 3 + 1]).sum::<f64>() / n;
+                        let r = f.intercept + f.coef[0] + f.coef[1] * mfac;
                         let se = f.rmse / n.sqrt() * 1.645;
-                        self.cal.cdu_ua_kw_per_k[c] = Param {
-                            value: ln_ua.exp(),
-                            lo: (ln_ua - se).exp(),
-                            hi: (ln_ua + se).exp(),
-                            n: f.n,
-                        };
-                        // Drift baseline: mean residual of the learning samples is 0 by construction.
-                        self.ua_drift[c].base = 0.0;
-                        self.cal.cdu_ua_fit[c] = Some(f);
+                        if r > 0.0 {
+                            self.cal.cdu_ua_kw_per_k[c] = Param {
+                                value: 1.0 / r,
+                                lo: 1.0 / (r + se),
+                                hi: 1.0 / (r - se).max(r * 0.5),
+                                n: f.n,
+                            };
+                            self.cal.cdu_ua_fit[c] = Some(f);
+                        } else {
+                            failures += 1;
+                        }
                     }
                     Err(_) => failures += 1,
                 }

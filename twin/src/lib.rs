@@ -13,6 +13,7 @@
 
 pub mod estimate;
 pub mod forecast;
+pub mod fouling;
 pub mod health;
 pub mod nameplate;
 pub mod regress;
