@@ -200,6 +200,9 @@ impl Controller {
 
     /// One control tick at time `now_s` on the latest process image.
     pub fn tick(&mut self, now_s: f64, image: &Measurements) -> Actions {
+        if self.last_tick_s.is_none() {
+            self.adopt_read_back(now_s, image);
+        }
         let dt = self
             .last_tick_s
             .map(|t| (now_s - t).max(0.0))
@@ -280,7 +283,36 @@ impl Controller {
                         current: &self.commanded,
                     });
                     if d.setpoints.cdus.len() == n_cdu && d.setpoints.facilities.len() == n_hall {
-                        self.proposal = d.setpoints.clone();
+                        let mut p = d.setpoints.clone();
+                        // A non-finite proposal is a policy defect: keep what is commanded now.
+                        let mut bad = 0usize;
+                        for (x, cur) in p.cdus.iter_mut().zip(&self.commanded.cdus) {
+                            if !x.supply_c.is_finite() {
+                                x.supply_c = cur.supply_c;
+                                bad += 1;
+                            }
+                            if !x.flow_lpm.is_finite() {
+                                x.flow_lpm = cur.flow_lpm;
+                                bad += 1;
+                            }
+                        }
+                        for (x, cur) in p.facilities.iter_mut().zip(&self.commanded.facilities) {
+                            if !x.is_finite() {
+                                *x = *cur;
+                                bad += 1;
+                            }
+                        }
+                        if bad > 0 {
+                            self.event(
+                                now_s,
+                                Severity::Critical,
+                                format!(
+                                    "policy {} proposed {bad} non-finite setpoint(s): current setpoints kept",
+                                    self.policy.name()
+                                ),
+                            );
+                        }
+                        self.proposal = p;
                     } else {
                         self.event(
                             now_s,
@@ -438,19 +470,41 @@ impl Controller {
                 };
                 let mut limits_w = pl.limits_w.clone();
                 limits_w.truncate(rack.gpus.len());
+                let (lo, hi) = (self.limits.gpu_min_cap_w as f32, self.limits.gpu_tdp_w as f32);
+                let mut non_finite = 0usize;
                 for (i, w) in limits_w.iter_mut().enumerate() {
                     let g = rack.gpus.start + i;
+                    // The limit in force as telemetry reports it; unknown (missing or not a
+                    // number) counts as the lowest cap, so that nothing is raised on it.
                     let now_limit = image
                         .gpus
                         .power_limit_w
                         .get(g)
                         .copied()
-                        .unwrap_or(self.limits.gpu_min_cap_w as f32);
-                    let mut x = w.clamp(self.limits.gpu_min_cap_w as f32, self.limits.gpu_tdp_w as f32);
+                        .filter(|x| x.is_finite())
+                        .unwrap_or(lo);
+                    let wanted = if w.is_finite() {
+                        *w
+                    } else {
+                        non_finite += 1;
+                        now_limit
+                    };
+                    let mut x = wanted.clamp(lo, hi);
                     if any_stale && x > now_limit {
-                        x = now_limit;
+                        x = now_limit.clamp(lo, hi);
                     }
                     *w = x;
+                }
+                if non_finite > 0 {
+                    self.event(
+                        now_s,
+                        Severity::Critical,
+                        format!(
+                            "policy {} proposed {non_finite} non-finite power limit(s) for rack {}: limits in force kept",
+                            self.policy.name(),
+                            pl.rack
+                        ),
+                    );
                 }
                 actions.power_limits.push(RackPowerLimits {
                     rack: pl.rack,
@@ -460,6 +514,43 @@ impl Controller {
             actions.placement = d.placement;
         }
         actions
+    }
+
+    /// Bumpless start: a controller that starts (or restarts) takes the setpoints the devices
+    /// report as its own, so that its first moves are rate-limited from what is in force rather
+    /// than jumping to design values. Readings that are not usable keep the design setpoint.
+    fn adopt_read_back(&mut self, now_s: f64, image: &Measurements) {
+        let stale_after = self.cfg.stale_after_s;
+        let mut adopted = 0usize;
+        for (c, m) in image.cdus.iter().enumerate().take(self.commanded.cdus.len()) {
+            let l = self.limits.cdus[c];
+            if m.supply_setpoint_c.usable(now_s, stale_after) {
+                self.commanded.cdus[c].supply_c = m.supply_setpoint_c.value.clamp(l.supply_min_c, l.supply_max_c);
+                adopted += 1;
+            }
+            if m.flow_setpoint_lpm.usable(now_s, stale_after) {
+                self.commanded.cdus[c].flow_lpm = m.flow_setpoint_lpm.value.clamp(l.flow_min_lpm, l.flow_max_lpm);
+                adopted += 1;
+            }
+        }
+        for (h, m) in image
+            .facilities
+            .iter()
+            .enumerate()
+            .take(self.commanded.facilities.len())
+        {
+            let l = self.limits.facilities[h];
+            if m.supply_setpoint_c.usable(now_s, stale_after) {
+                self.commanded.facilities[h] = m.supply_setpoint_c.value.clamp(l.supply_min_c, l.supply_max_c);
+                adopted += 1;
+            }
+        }
+        self.proposal = self.commanded.clone();
+        self.event(
+            now_s,
+            Severity::Info,
+            format!("started: {adopted} setpoint(s) taken from the devices' read-back"),
+        );
     }
 
     fn safe_actions(&mut self) -> Actions {

@@ -6,6 +6,7 @@
 
 mod api_bench;
 mod bench;
+mod campaign_cmd;
 mod twin_cmd;
 mod wire;
 mod wire_bench;
@@ -123,6 +124,9 @@ enum ScenarioCommand {
     },
     /// List the scenario files shipped with the project.
     List,
+    /// Seeded fault campaign: random fault schedules per seed, invariants checked on every run;
+    /// exits non-zero on any violation and prints the command that replays a failing seed.
+    Campaign(campaign_cmd::CampaignArgs),
 }
 
 #[derive(Args, Clone)]
@@ -196,6 +200,7 @@ fn dispatch(cli: Cli) -> Result<()> {
                 leakage_scale,
                 quiet,
             } => matrix(&site, &weather, &periods, &policies, seed, step, leakage_scale, quiet),
+            ScenarioCommand::Campaign(a) => campaign_cmd::campaign(&a),
             ScenarioCommand::List => {
                 for (name, text) in shipped_scenarios() {
                     let spec = ScenarioSpec::from_toml_str(name, text)?;

@@ -50,9 +50,10 @@ impl Reading {
     pub fn age_s(&self, now_s: f64) -> f64 {
         (now_s - self.t_s).max(0.0)
     }
-    /// Usable for control at `now_s`: not bad and not older than `max_age_s`.
+    /// Usable for control at `now_s`: not bad, a finite value with a finite time stamp, and not
+    /// older than `max_age_s`.
     pub fn usable(&self, now_s: f64, max_age_s: f64) -> bool {
-        self.quality != Quality::Bad && self.value.is_finite() && self.age_s(now_s) <= max_age_s
+        self.quality != Quality::Bad && self.value.is_finite() && self.t_s.is_finite() && self.age_s(now_s) <= max_age_s
     }
 }
 
@@ -283,5 +284,20 @@ impl Actions {
                 .iter()
                 .filter(|f| f.supply_temp_setpoint_c.is_some())
                 .count()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reading_without_a_finite_time_stamp_is_not_usable() {
+        // NaN - NaN ages clamp to 0 with `max`: the time stamp itself must be checked.
+        assert!(!Reading::good(40.0, f64::NAN).usable(100.0, 180.0));
+        assert!(!Reading::good(40.0, f64::NEG_INFINITY).usable(100.0, 180.0));
+        assert!(Reading::good(40.0, 50.0).usable(100.0, 180.0));
+        assert!(!Reading::good(40.0, -100.0).usable(100.0, 180.0));
+        assert!(!Reading::good(f64::NAN, 100.0).usable(100.0, 180.0));
     }
 }

@@ -8,8 +8,13 @@
 //! This crate reads the files a scenario names and writes reports; the crates it drives
 //! (`sim-plant`, `controller`, `policies`) do no IO at all. The only clock it reads is the wall
 //! clock around the controller's tick (computation-time KPI) and for progress.
+//!
+//! `campaign` runs seeded fault campaigns: random fault schedules drawn from a seed, with
+//! invariants (no throttling, budget, Safe mode on stale data, setpoint limits and rates, energy
+//! ledger) checked on every run.
 
 pub mod budget;
+pub mod campaign;
 pub mod plot;
 pub mod report;
 pub mod run;

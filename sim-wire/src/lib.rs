@@ -856,3 +856,37 @@ fn update_images(images: &[(Role, usize, Arc<Mutex<DeviceImage>>)], m: &Measurem
         }
     }
 }
+
+/// A simulated Modbus device without a socket: the request handling a served device runs, for
+/// fuzzing and tests. Not part of the supported API.
+#[doc(hidden)]
+pub struct DeviceUnderTest(DeviceService);
+
+#[doc(hidden)]
+impl DeviceUnderTest {
+    /// A device serving one of the shipped maps ([`CDU_MAP`], [`FACILITY_MAP`], [`METER_MAP`],
+    /// [`TANK_MAP`]) or any map text; `None` when the map does not parse.
+    pub fn new(map_toml: &str) -> Option<Self> {
+        let map = RegisterMap::from_toml_str("map", map_toml).ok()?;
+        Some(Self(DeviceService {
+            image: Arc::new(Mutex::new(DeviceImage::new(Arc::new(map)))),
+        }))
+    }
+
+    /// Answer one request as the served device does (`Ok(None)`: no answer at all).
+    pub fn call(&self, req: Request<'static>) -> Result<Option<Response>, ExceptionCode> {
+        use tokio_modbus::server::Service as _;
+        self.0.call(req).into_inner()
+    }
+
+    /// Accepted writes not yet taken by the plant: (point name, engineering value).
+    pub fn pending_writes(&self) -> Vec<(String, f64)> {
+        let Ok(img) = self.0.image.lock() else {
+            return Vec::new();
+        };
+        img.writes
+            .iter()
+            .map(|(i, v)| (img.map.points[*i].name.clone(), *v))
+            .collect()
+    }
+}
