@@ -9,9 +9,25 @@
 //!   dropped (telemetry is superseded by the next message anyway) and counted.
 //! - A malformed payload is rejected with its reason logged and counted per reason, never a crash;
 //!   retained telemetry is accepted, retained commands are never sent.
+//! - Message size: rumqttc drops the whole connection on a packet over its incoming limit (and
+//!   a retained one comes back on every reconnect, so one oversize message on one rack's topic
+//!   would cut off every rack). The link therefore takes packets up to MQTT's own largest size
+//!   ([`MQTT_MAX_PACKET_BYTES`], one packet in memory at a time; cap it at the broker, e.g.
+//!   Mosquitto's `message_size_limit`) and rejects telemetry over
+//!   [`MAX_PAYLOAD_BYTES`](crate::telemetry::MAX_PAYLOAD_BYTES) as a counted, logged `too_large`
+//!   rejection before it is queued; the link stays up and the other racks stay fresh. A packet the
+//!   client still cannot take (a configured lower limit) is counted as `packet_too_large` and
+//!   logged with the connection error.
+//! - A message whose `rack` differs from its topic's rack is rejected (`rack_mismatch`); its time
+//!   stamp is checked against the wall clock: more than `max_clock_skew` (30 s) ahead is
+//!   `timestamp_future`, older than `max_age` (300 s) is `timestamp_old` (a retained message of a
+//!   rack that is gone never makes it look alive); an accepted message's sample time is its
+//!   arrival less its age, so freshness counts from when it was sampled.
 
 use crate::clock::Clock;
-use crate::telemetry::{encode_power_limit_command, parse_rack_telemetry, PowerLimitCommand, RackTelemetry, Topics};
+use crate::telemetry::{
+    encode_power_limit_command, parse_rack_telemetry, PowerLimitCommand, RackTelemetry, Topics, MAX_PAYLOAD_BYTES,
+};
 use rumqttc::{AsyncClient, Event, LastWill, MqttOptions, Packet, QoS};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -44,7 +60,20 @@ pub struct MqttConfig {
     pub backoff_max: Duration,
     /// Keep-alive.
     pub keep_alive: Duration,
+    /// Largest incoming MQTT packet the client reads, bytes (a larger one drops the connection
+    /// in rumqttc). Default [`MQTT_MAX_PACKET_BYTES`], so that no message a broker can deliver
+    /// breaks the link; oversize telemetry is rejected after it is read.
+    pub max_packet_bytes: usize,
+    /// A message stamped further in the future than this (wall clock) is rejected
+    /// (`timestamp_future`): the sender's clock is wrong.
+    pub max_clock_skew: Duration,
+    /// A message stamped longer ago than this (wall clock) is rejected (`timestamp_old`): a
+    /// retained message from a rack that is gone must not make it look alive.
+    pub max_age: Duration,
 }
+
+/// MQTT's largest packet (the remaining-length field's maximum, 256 MiB − 1).
+pub const MQTT_MAX_PACKET_BYTES: usize = 268_435_455;
 
 impl MqttConfig {
     /// Defaults: queue of 4 × racks messages, back-off 0.5 s doubling to 30 s, keep-alive 15 s.
@@ -70,6 +99,9 @@ impl MqttConfig {
             backoff_initial: Duration::from_millis(500),
             backoff_max: Duration::from_secs(30),
             keep_alive: Duration::from_secs(15),
+            max_packet_bytes: MQTT_MAX_PACKET_BYTES,
+            max_clock_skew: Duration::from_secs(30),
+            max_age: Duration::from_secs(300),
         }
     }
 }
@@ -114,6 +146,19 @@ struct State {
     queue: VecDeque<(String, Vec<u8>)>,
 }
 
+impl State {
+    /// Count a rejected message under `reason` and log it; a flood is logged at 1, 2, 4, 8, …
+    /// per reason.
+    fn reject(&mut self, reason: &str, msg: String) {
+        let n = self.stats.rejected.entry(reason.to_string()).or_insert(0);
+        *n += 1;
+        if n.is_power_of_two() {
+            tracing::warn!(reason = %reason, so_far = *n, "rejected MQTT message: {msg}");
+        }
+        self.stats.last_rejection = Some(msg);
+    }
+}
+
 /// Handle to the running MQTT link.
 pub struct MqttLink {
     client: AsyncClient,
@@ -130,7 +175,7 @@ impl MqttLink {
         let mut opts = MqttOptions::new(cfg.client_id.clone(), cfg.host.clone(), cfg.port);
         opts.set_keep_alive(cfg.keep_alive);
         opts.set_clean_session(true);
-        opts.set_max_packet_size(4 * 1024 * 1024, 4 * 1024 * 1024);
+        opts.set_max_packet_size(cfg.max_packet_bytes, 4 * 1024 * 1024);
         opts.set_last_will(LastWill::new(topics.status(), "offline", QoS::AtLeastOnce, true));
         let (client, mut eventloop) = AsyncClient::new(opts, 256);
         let state = Arc::new(Mutex::new(State {
@@ -161,6 +206,19 @@ impl MqttLink {
                             }
                         }
                         Ok(Event::Incoming(Packet::Publish(p))) => {
+                            if p.payload.len() > MAX_PAYLOAD_BYTES {
+                                // Rejected before queueing: the queue never holds oversize payloads.
+                                if let Ok(mut s) = state.lock() {
+                                    let msg = format!(
+                                        "{}: payload is {} bytes, larger than the {MAX_PAYLOAD_BYTES}-byte limit{}",
+                                        p.topic,
+                                        p.payload.len(),
+                                        if p.retain { " (retained)" } else { "" }
+                                    );
+                                    s.reject("too_large", msg);
+                                }
+                                continue;
+                            }
                             if let Ok(mut s) = state.lock() {
                                 if s.queue.len() >= cfg.queue_capacity {
                                     s.queue.pop_front();
@@ -175,6 +233,23 @@ impl MqttLink {
                             if let Ok(mut s) = state.lock() {
                                 s.stats.connected = false;
                                 s.stats.connection_errors += 1;
+                                if let rumqttc::ConnectionError::MqttState(rumqttc::StateError::Deserialization(
+                                    rumqttc::mqttbytes::Error::PayloadSizeLimitExceeded(n),
+                                )) = &e
+                                {
+                                    let msg = format!(
+                                        "incoming packet of {n} bytes is over the client's {}-byte limit: connection dropped",
+                                        cfg.max_packet_bytes
+                                    );
+                                    s.reject("packet_too_large", msg);
+                                } else {
+                                    tracing::warn!(
+                                        broker = %format!("{}:{}", cfg.host, cfg.port),
+                                        error = %e,
+                                        retry_in_ms = backoff.as_millis() as u64,
+                                        "MQTT connection error"
+                                    );
+                                }
                                 s.stats.last_rejection = Some(format!("connection: {e}"));
                             }
                             tokio::time::sleep(backoff).await;
