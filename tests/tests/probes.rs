@@ -154,3 +154,107 @@ async fn an_oversize_retained_message_is_rejected_without_dropping_the_link() {
         "the oversize message must not count as telemetry"
     );
 }
+
+/// A Modbus TCP device for tests: 200 holding and input registers, counts the writes it gets.
+#[derive(Clone, Default)]
+struct CountingDevice {
+    regs: std::sync::Arc<std::sync::Mutex<(Vec<u16>, u64)>>,
+}
+
+impl tokio_modbus::server::Service for CountingDevice {
+    type Request = tokio_modbus::Request<'static>;
+    type Response = Option<tokio_modbus::Response>;
+    type Exception = tokio_modbus::ExceptionCode;
+    type Future = std::future::Ready<Result<Self::Response, Self::Exception>>;
+
+    fn call(&self, req: Self::Request) -> Self::Future {
+        use tokio_modbus::{Request, Response};
+        let mut g = self.regs.lock().unwrap();
+        if g.0.is_empty() {
+            g.0 = vec![0; 200];
+        }
+        let r = match req {
+            Request::ReadInputRegisters(_, n) => Response::ReadInputRegisters(vec![0; n as usize]),
+            Request::ReadHoldingRegisters(a, n) => {
+                Response::ReadHoldingRegisters(g.0[a as usize..(a + n) as usize].to_vec())
+            }
+            Request::WriteSingleRegister(a, w) => {
+                g.0[a as usize] = w;
+                g.1 += 1;
+                Response::WriteSingleRegister(a, w)
+            }
+            Request::WriteMultipleRegisters(a, ws) => {
+                g.0[a as usize..a as usize + ws.len()].copy_from_slice(&ws);
+                g.1 += 1;
+                Response::WriteMultipleRegisters(a, ws.len() as u16)
+            }
+            _ => return std::future::ready(Err(tokio_modbus::ExceptionCode::IllegalFunction)),
+        };
+        std::future::ready(Ok(Some(r)))
+    }
+}
+
+async fn serve_counting(listener: tokio::net::TcpListener, dev: CountingDevice) {
+    let server = tokio_modbus::server::tcp::Server::new(listener);
+    let on_connected = move |stream, socket_addr| {
+        let dev = dev.clone();
+        async move { tokio_modbus::server::tcp::accept_tcp_connection(stream, socket_addr, move |_| Ok(Some(dev.clone()))) }
+    };
+    let _ = server.serve(&on_connected, |_err| {}).await;
+}
+
+fn cdu_map() -> std::sync::Arc<coolplane_adapters::regmap::RegisterMap> {
+    std::sync::Arc::new(
+        coolplane_adapters::regmap::RegisterMap::from_toml_str("coolplane-cdu.toml", coolplane_sim_wire::CDU_MAP)
+            .unwrap(),
+    )
+}
+
+/// Probe 2: writes queued while a device is away are not replayed after it returns: the latest
+/// value per point wins, superseded writes are dropped and counted, and the waiting set is
+/// bounded by the map's size.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_queued_during_an_outage_are_superseded_not_replayed() {
+    use coolplane_adapters::modbus::{spawn_device, DeviceConfig};
+    let port = free_port();
+    let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let mut dc = DeviceConfig::new("cdu-probe2", addr, 1, cdu_map(), 0.2);
+    dc.timeout = Duration::from_millis(200);
+    dc.backoff_initial = Duration::from_millis(100);
+    dc.backoff_max = Duration::from_millis(200);
+    let h = spawn_device(dc, Clock::new(1.0));
+    // The device is away: 191 writes, setpoints and heartbeats interleaved, as ticks produce them.
+    let mut n = 0;
+    for k in 0..96u32 {
+        let queue = |point: &str, v: f64| {
+            // The client's channel refuses when full (back-pressure): retry, as the next tick would.
+            for _ in 0..1000 {
+                if h.write(point, v).is_ok() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            panic!("write queue stayed full");
+        };
+        queue("supply_setpoint_c", 30.0 + (k % 10) as f64 * 0.5);
+        n += 1;
+        if n < 191 {
+            queue("heartbeat", k as f64);
+            n += 1;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(n, 191);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let dev = CountingDevice::default();
+    let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
+    tokio::spawn(serve_counting(listener, dev.clone()));
+    assert!(wait_for(|| h.status().polls >= 3, 10.0).await, "{:?}", h.status());
+    let writes = dev.regs.lock().unwrap().1;
+    let st = h.status();
+    assert_eq!(writes, 2, "only the latest setpoint and heartbeat may go out: {st:?}");
+    assert_eq!(st.writes_superseded, 189, "{st:?}");
+    let regs = dev.regs.lock().unwrap().0.clone();
+    assert_eq!(regs[0], 325, "the last setpoint (32.5 °C) was written");
+    assert_eq!(regs[2], 94, "the last heartbeat was written");
+}
