@@ -12,6 +12,13 @@
 //! - a value that could not be read keeps its old time stamp (so its age grows) and is marked
 //!   [`Quality::Bad`] after `stale_after_failures` failed polls; sentinels and non-finite floats
 //!   are marked [`Quality::Uncertain`] with a NaN value;
+//! - a reading outside its point's `min`/`max` in the map (the plausible range, e.g. a CDU
+//!   answering 0x7FFE = 3,276.6 °C) is marked [`Quality::Bad`], counted
+//!   ([`DeviceStatus::implausible`]) and logged;
+//! - a gateway exception (0x0A path unavailable, 0x0B target device failed to respond: the unit
+//!   id is wrong or the unit is gone) is a failure of the device, not an answer: counted with the
+//!   transport errors, the values go bad, the link is reopened with back-off;
+//! - device errors are logged when a device starts failing and when its values go bad;
 //! - writes go out only when the value differs from the device's read-back by at least half a
 //!   register step, and are read back to verify; the write queue is bounded (a full queue refuses
 //!   the write: back-pressure on commands);
@@ -439,6 +446,17 @@ fn fail(cfg: &DeviceConfig, shared: &Arc<Mutex<Shared>>, f: Failure) {
             }
         }
         s.status.connected = false;
+        let n = s.status.consecutive_failures;
+        if n == 1 || n == cfg.stale_after_failures || n.is_power_of_two() {
+            tracing::warn!(
+                device = %cfg.name,
+                addr = %cfg.addr,
+                failures_in_a_row = n,
+                values_bad = n >= cfg.stale_after_failures,
+                reason = %s.status.last_error.as_deref().unwrap_or(""),
+                "Modbus device failing"
+            );
+        }
         if s.status.consecutive_failures >= cfg.stale_after_failures {
             for p in &mut s.points {
                 p.quality = Quality::Bad;
@@ -496,6 +514,17 @@ async fn read_block(
                 }
             });
             Ok(())
+        }
+        Err(
+            code @ (tokio_modbus::ExceptionCode::GatewayTargetDevice
+            | tokio_modbus::ExceptionCode::GatewayPathUnavailable),
+        ) => {
+            // No device behind this unit id answers (wrong unit id, or the unit is gone).
+            set(shared, |s| s.status.exceptions += 1);
+            Err(Failure::Transport(format!(
+                "{} (unit {}): gateway exception {code:?} reading {:?} {}+{}: no device answers this unit id",
+                cfg.addr, cfg.unit, block.table, block.start, block.count
+            )))
         }
         Err(code) => {
             // The device answered with an exception: the link is fine, these points are not.

@@ -258,3 +258,110 @@ async fn writes_queued_during_an_outage_are_superseded_not_replayed() {
     assert_eq!(regs[0], 325, "the last setpoint (32.5 °C) was written");
     assert_eq!(regs[2], 94, "the last heartbeat was written");
 }
+
+fn small_scenario() -> coolplane_scenario::Scenario {
+    let mut s = coolplane_scenario::spec::ScenarioSpec::default_for_site("hall-10k");
+    s.scenario.warmup_h = 0.0;
+    s.scenario.step_s = 5.0;
+    s.weather.start_day = Some(180.0);
+    s.weather.days = Some(0.1);
+    s.resolve(std::path::Path::new(".")).unwrap()
+}
+
+async fn sim(limits: coolplane_sim_wire::ServerLimits) -> coolplane_sim_wire::SimWire {
+    let cfg = coolplane_sim_wire::SimWireConfig {
+        scenario: small_scenario(),
+        step_s: 5.0,
+        bind: std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST),
+        modbus_base_port: 0,
+        mqtt: None,
+        telemetry_interval_s: 10.0,
+        limits_on_arrival: false,
+    };
+    coolplane_sim_wire::SimWire::start_with(cfg, limits, Clock::new(1.0))
+        .await
+        .unwrap()
+}
+
+/// Probe 3: a simulated device answers only its own unit id (others get exception 0x0B), and a
+/// client configured with a wrong unit id sees the device as failing and its values go bad.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_unit_id_gets_no_answer_and_the_device_shows_bad() {
+    use coolplane_adapters::modbus::{spawn_device, DeviceConfig};
+    use coolplane_core::signals::Quality;
+    use tokio_modbus::client::Reader;
+    let sim = sim(Default::default()).await;
+    let cdu = sim.endpoints()[0].clone();
+    // Raw request on unit 7: exception 0x0B, not an answer.
+    let mut ctx = tokio_modbus::client::tcp::connect_slave(cdu.addr, tokio_modbus::Slave(7))
+        .await
+        .unwrap();
+    let r = ctx.read_input_registers(0, 1).await.unwrap();
+    assert_eq!(r, Err(tokio_modbus::ExceptionCode::GatewayTargetDevice));
+    let mut ok = tokio_modbus::client::tcp::connect_slave(cdu.addr, tokio_modbus::Slave(coolplane_sim_wire::UNIT_ID))
+        .await
+        .unwrap();
+    assert!(ok.read_input_registers(0, 1).await.unwrap().is_ok());
+    // The client with the wrong unit id: failures counted, values bad.
+    let mut dc = DeviceConfig::new("cdu-wrong-unit", cdu.addr, 7, cdu_map(), 0.2);
+    dc.timeout = Duration::from_millis(300);
+    dc.backoff_initial = Duration::from_millis(50);
+    dc.backoff_max = Duration::from_millis(100);
+    let h = spawn_device(dc, Clock::new(1.0));
+    assert!(
+        wait_for(|| h.status().consecutive_failures >= 3, 10.0).await,
+        "{:?}",
+        h.status()
+    );
+    let st = h.status();
+    assert!(st.last_error.as_deref().unwrap_or("").contains("unit 7"), "{st:?}");
+    assert_eq!(h.point("supply_temp_c").unwrap().quality, Quality::Bad);
+    assert!(sim.server_stats().wrong_unit >= 3, "{:?}", sim.server_stats());
+}
+
+/// Probe 3: connections beyond the per-device cap are closed at once and counted; a connection
+/// that sends half a frame and stops is closed after the idle timeout and counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_are_capped_and_a_half_frame_is_timed_out() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let sim = sim(coolplane_sim_wire::ServerLimits {
+        max_connections: 3,
+        idle_timeout: Duration::from_millis(500),
+    })
+    .await;
+    let addr = sim.endpoints()[0].addr;
+    let mut held = Vec::new();
+    for _ in 0..3 {
+        let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+        s.write_all(&[0, 1, 0]).await.unwrap(); // half an MBAP header
+        held.push(s);
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let mut extra = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let mut buf = [0u8; 16];
+    let n = tokio::time::timeout(Duration::from_secs(2), extra.read(&mut buf)).await;
+    assert!(
+        matches!(n, Ok(Ok(0)) | Ok(Err(_))),
+        "the 4th connection must be closed: {n:?}"
+    );
+    assert!(sim.server_stats().connections_refused >= 1, "{:?}", sim.server_stats());
+    // The half frames are cut off after the idle timeout.
+    for s in &mut held {
+        let n = tokio::time::timeout(Duration::from_secs(3), s.read(&mut buf)).await;
+        assert!(
+            matches!(n, Ok(Ok(0)) | Ok(Err(_))),
+            "a half frame must not hold a connection: {n:?}"
+        );
+    }
+    assert!(
+        wait_for(|| sim.server_stats().idle_closed >= 3, 3.0).await,
+        "{:?}",
+        sim.server_stats()
+    );
+    // Slots are given back: a new client is served.
+    use tokio_modbus::client::Reader;
+    let mut ctx = tokio_modbus::client::tcp::connect_slave(addr, tokio_modbus::Slave(1))
+        .await
+        .unwrap();
+    assert!(ctx.read_input_registers(0, 1).await.unwrap().is_ok());
+}
