@@ -49,7 +49,24 @@ pub struct SimArgs {
     pub limits_on_arrival: bool,
 }
 
+/// `value` must be finite and within `lo..=hi`, or the error names the flag and the range.
+fn check_flag(flag: &str, value: f64, lo: f64, hi: f64) -> Result<()> {
+    if !(value.is_finite() && value >= lo && value <= hi) {
+        bail!("{flag} {value}: must be within [{lo}, {hi}]");
+    }
+    Ok(())
+}
+
 impl SimArgs {
+    /// Every option within its range (the error names the flag and the range).
+    pub fn validate(&self) -> Result<()> {
+        check_flag("--speed", self.speed, 0.001, 100_000.0)?;
+        check_flag("--step", self.step, 0.1, 600.0)?;
+        check_flag("--telemetry-s", self.telemetry_s, 0.1, 3_600.0)?;
+        check_flag("--start-day", self.start_day, 0.0, 365.0)?;
+        Ok(())
+    }
+
     /// The simulated plant's configuration: devices on 127.0.0.1 from `--modbus-port`.
     fn wire_config(&self, scenario: &Scenario, mqtt: Option<(String, u16)>) -> SimWireConfig {
         SimWireConfig {
@@ -420,6 +437,8 @@ fn print_report(report: &DaemonReport) {
 
 /// `coolplane demo`.
 pub fn demo(a: &DemoArgs) -> Result<()> {
+    a.sim.validate()?;
+    check_flag("--tick", a.tick, 0.1, 600.0)?;
     let duration_s = parse_duration_s(&a.duration)?;
     coolplane_policies::by_name(&a.policy)?;
     let scenario = scenario_for(&a.sim, duration_s / 86_400.0 + 0.01)?;
@@ -613,6 +632,7 @@ impl Tolerance {
 
 /// `coolplane sim-plant serve`.
 pub fn serve(a: &ServeArgs) -> Result<()> {
+    a.sim.validate()?;
     let duration_s = a.duration.as_deref().map(parse_duration_s).transpose()?;
     let scenario = scenario_for(&a.sim, duration_s.map(|d| d / 86_400.0 + 0.01).unwrap_or(365.0))?;
     let mqtt = a.mqtt.as_deref().map(parse_host_port).transpose()?;

@@ -223,6 +223,15 @@ impl DaemonConfig {
             ));
         }
         coolplane_policies::by_name(&c.daemon.policy).map_err(|e| cfg_err(file, format!("daemon.policy: {e}")))?;
+        c.controller.validate().map_err(|e| cfg_err(file, e))?;
+        if let Some(m) = &c.mqtt {
+            if m.host.trim().is_empty() {
+                return Err(cfg_err(file, "mqtt.host is empty: name the broker's host"));
+            }
+            if m.port == 0 {
+                return Err(cfg_err(file, "mqtt.port = 0: must be within [1, 65535]"));
+            }
+        }
         if let Some(api) = &c.api {
             api.validate().map_err(|e| cfg_err(file, e))?;
         }

@@ -236,6 +236,18 @@ pub enum SimWireError {
     /// The plant could not be built.
     #[error(transparent)]
     Plant(#[from] coolplane_sim_plant::PlantError),
+    /// The devices' consecutive ports would run past 65535.
+    #[error("modbus base port {base}: {devices} devices need ports {base}..={last}, past 65535; choose a base port of at most {max_base} (or 0 for any free ports)")]
+    PortRange {
+        /// First port asked for.
+        base: u16,
+        /// Devices to serve.
+        devices: usize,
+        /// Last port they would need.
+        last: usize,
+        /// Highest base port that fits.
+        max_base: usize,
+    },
 }
 
 /// What kind of device an endpoint is.
@@ -508,6 +520,16 @@ impl SimWire {
             plant.schedule_fault(*e);
         }
         let topo = plant.topology().clone();
+        let n_devices = topo.cdus.len() + topo.halls.len() + 1;
+        let last = cfg.modbus_base_port as usize + n_devices - 1;
+        if cfg.modbus_base_port != 0 && last > usize::from(u16::MAX) {
+            return Err(SimWireError::PortRange {
+                base: cfg.modbus_base_port,
+                devices: n_devices,
+                last,
+                max_base: usize::from(u16::MAX) + 1 - n_devices,
+            });
+        }
         let mut endpoints = Vec::new();
         let mut images = Vec::new();
         let mut tasks = Vec::new();
