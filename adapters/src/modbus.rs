@@ -110,6 +110,8 @@ pub struct DeviceStatus {
     pub timeouts: u64,
     /// Modbus exception responses.
     pub exceptions: u64,
+    /// Readings outside their point's plausible range (`min`/`max` of the map), marked bad.
+    pub implausible: u64,
     /// Setpoint writes sent.
     pub writes: u64,
     /// Writes skipped because the device already had the value.
@@ -500,6 +502,26 @@ async fn read_block(
             set(shared, |s| {
                 for (i, d) in decoded {
                     s.points[i] = match d {
+                        Decoded::Value(v) if !cfg.map.points[i].within_limits(v) => {
+                            s.status.implausible += 1;
+                            let p = &cfg.map.points[i];
+                            let msg = format!(
+                                "{}: `{}` = {v} is outside its plausible range {}..={}: marked bad",
+                                cfg.name,
+                                p.name,
+                                p.min.unwrap_or(f64::NEG_INFINITY),
+                                p.max.unwrap_or(f64::INFINITY)
+                            );
+                            if s.status.implausible.is_power_of_two() {
+                                tracing::warn!(device = %cfg.name, point = %p.name, value = v, so_far = s.status.implausible, "implausible reading: {msg}");
+                            }
+                            s.status.last_error = Some(msg);
+                            PointValue {
+                                value: v,
+                                t_s: now,
+                                quality: Quality::Bad,
+                            }
+                        }
                         Decoded::Value(v) => PointValue {
                             value: v,
                             t_s: now,

@@ -131,13 +131,54 @@ pub struct MqttStats {
     pub last_rejection: Option<String>,
 }
 
-/// Latest telemetry of one rack with its receive time (plant time, s).
+/// Latest telemetry of one rack with its sampling time (plant time, s).
 #[derive(Debug, Clone)]
 pub struct RackSample {
     /// Parsed telemetry.
     pub telemetry: RackTelemetry,
-    /// When it arrived, s of plant time.
+    /// When it was sampled, s of plant time: the arrival time less the message's age by its
+    /// own time stamp (never later than the arrival), so that freshness counts from the sample.
     pub received_s: f64,
+}
+
+/// Check a message's time stamp against the wall clock (`now_unix_ms`): the message's age in
+/// wall-clock seconds (0 for a stamp up to `max_clock_skew` ahead), or the rejection reason and
+/// message.
+pub fn check_timestamp(
+    ts_unix_ms: i64,
+    now_unix_ms: i64,
+    max_clock_skew: Duration,
+    max_age: Duration,
+) -> Result<f64, (&'static str, String)> {
+    let age_ms = now_unix_ms.saturating_sub(ts_unix_ms);
+    if age_ms < -(max_clock_skew.as_millis() as i64) {
+        return Err((
+            "timestamp_future",
+            format!(
+                "time stamp is {:.1} s ahead of this clock (allowed skew {:.0} s)",
+                -age_ms as f64 / 1000.0,
+                max_clock_skew.as_secs_f64()
+            ),
+        ));
+    }
+    if age_ms > max_age.as_millis() as i64 {
+        return Err((
+            "timestamp_old",
+            format!(
+                "time stamp is {:.0} s old (older than {:.0} s: a stale or retained message)",
+                age_ms as f64 / 1000.0,
+                max_age.as_secs_f64()
+            ),
+        ));
+    }
+    Ok(age_ms.max(0) as f64 / 1000.0)
+}
+
+fn unix_ms_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
 }
 
 struct State {
@@ -285,27 +326,25 @@ impl MqttLink {
                         let now = clock.now_s();
                         if let Ok(mut s) = state.lock() {
                             match parsed {
+                                Ok(t) if t.rack != rack => {
+                                    let msg =
+                                        format!("{topic}: field `rack` = {:?} differs from the topic's rack", t.rack);
+                                    s.reject("rack_mismatch", msg);
+                                }
                                 Ok(t) => {
-                                    s.stats.accepted += 1;
-                                    s.latest[r] = Some(RackSample {
-                                        telemetry: t,
-                                        received_s: now,
-                                    });
-                                }
-                                Err(e) => {
-                                    let n = s.stats.rejected.entry(e.reason().to_string()).or_insert(0);
-                                    *n += 1;
-                                    let msg = format!("{topic}: {e}");
-                                    // Logged with its reason; a flood is logged at 1, 2, 4, 8, … per reason.
-                                    if n.is_power_of_two() {
-                                        eprintln!(
-                                            "coolplane: rejected MQTT message ({} so far for `{}`) {msg}",
-                                            n,
-                                            e.reason()
-                                        );
+                                    match check_timestamp(t.ts_unix_ms, unix_ms_now(), cfg.max_clock_skew, cfg.max_age)
+                                    {
+                                        Ok(age_s) => {
+                                            s.stats.accepted += 1;
+                                            s.latest[r] = Some(RackSample {
+                                                telemetry: t,
+                                                received_s: now - age_s * clock.speed(),
+                                            });
+                                        }
+                                        Err((reason, why)) => s.reject(reason, format!("{topic}: field `ts`: {why}")),
                                     }
-                                    s.stats.last_rejection = Some(msg);
                                 }
+                                Err(e) => s.reject(e.reason(), format!("{topic}: {e}")),
                             }
                         }
                     }
@@ -380,5 +419,41 @@ impl Drop for MqttLink {
         for t in &self.tasks {
             t.abort();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::check_timestamp;
+    use std::time::Duration;
+
+    #[test]
+    fn time_stamps_are_checked_against_the_clock_with_a_stated_skew() {
+        let now = 1_800_000_000_000;
+        let (skew, age) = (Duration::from_secs(30), Duration::from_secs(300));
+        assert_eq!(check_timestamp(now - 2_500, now, skew, age), Ok(2.5));
+        assert_eq!(
+            check_timestamp(now + 10_000, now, skew, age),
+            Ok(0.0),
+            "within the skew"
+        );
+        assert_eq!(
+            check_timestamp(now + 31_000, now, skew, age).unwrap_err().0,
+            "timestamp_future"
+        );
+        assert_eq!(
+            check_timestamp(now - 301_000, now, skew, age).unwrap_err().0,
+            "timestamp_old"
+        );
+        // A retained message from 1970.
+        assert_eq!(check_timestamp(0, now, skew, age).unwrap_err().0, "timestamp_old");
+        assert_eq!(
+            check_timestamp(i64::MIN, now, skew, age).unwrap_err().0,
+            "timestamp_old"
+        );
+        assert_eq!(
+            check_timestamp(i64::MAX, now, skew, age).unwrap_err().0,
+            "timestamp_future"
+        );
     }
 }

@@ -423,6 +423,16 @@ fn print_report(report: &DaemonReport) {
         report.devices.len(),
         bad.len()
     );
+    let sum =
+        |f: fn(&coolplane_adapters::modbus::DeviceStatus) -> u64| report.devices.iter().map(|(_, s)| f(s)).sum::<u64>();
+    eprintln!(
+        "modbus: {} writes sent, {} superseded before sending (latest value per point), {} write failures, {} exception answers, {} implausible readings (marked bad)",
+        sum(|s| s.writes),
+        sum(|s| s.writes_superseded),
+        sum(|s| s.write_failures),
+        sum(|s| s.exceptions),
+        sum(|s| s.implausible)
+    );
     if let Some(m) = &report.mqtt {
         eprintln!(
             "mqtt: {} rack messages accepted, {} rejected {:?}, {} dropped (queue full), {} connects",

@@ -365,3 +365,145 @@ async fn connections_are_capped_and_a_half_frame_is_timed_out() {
         .unwrap();
     assert!(ctx.read_input_registers(0, 1).await.unwrap().is_ok());
 }
+
+/// Probe 5: a reading outside its point's plausible range (a CDU answering 0x7FFE = 3,276.6 °C)
+/// is bad and counted, not a good reading.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_implausible_register_value_is_bad_and_counted() {
+    use coolplane_adapters::modbus::{spawn_device, DeviceConfig};
+    use coolplane_core::signals::Quality;
+    let dev = CountingDevice::default();
+    dev.regs.lock().unwrap().0 = vec![0; 200];
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    // Input registers: this device answers 0x7FFE in every input register.
+    let dev2 = InputDevice {
+        word: 0x7FFE,
+        inner: dev,
+    };
+    tokio::spawn(async move {
+        let server = tokio_modbus::server::tcp::Server::new(listener);
+        let on_connected = move |stream, socket_addr| {
+            let d = dev2.clone();
+            async move {
+                tokio_modbus::server::tcp::accept_tcp_connection(stream, socket_addr, move |_| Ok(Some(d.clone())))
+            }
+        };
+        let _ = server.serve(&on_connected, |_err| {}).await;
+    });
+    let mut dc = DeviceConfig::new("cdu-7ffe", addr, 1, cdu_map(), 0.2);
+    dc.timeout = Duration::from_millis(300);
+    let h = spawn_device(dc, Clock::new(1.0));
+    assert!(wait_for(|| h.status().polls >= 2, 10.0).await, "{:?}", h.status());
+    let p = h.point("supply_temp_c").unwrap();
+    assert!((p.value - 3276.6).abs() < 1e-6, "{p:?}");
+    assert_eq!(p.quality, Quality::Bad, "3,276.6 °C is not a good reading");
+    assert!(h.status().implausible >= 1, "{:?}", h.status());
+    // A plausible reading on the same link stays good (u16 heartbeat echo has no range).
+    assert_eq!(h.point("heartbeat_echo").unwrap().quality, Quality::Good);
+}
+
+#[derive(Clone)]
+struct InputDevice {
+    word: u16,
+    inner: CountingDevice,
+}
+
+impl tokio_modbus::server::Service for InputDevice {
+    type Request = tokio_modbus::Request<'static>;
+    type Response = Option<tokio_modbus::Response>;
+    type Exception = tokio_modbus::ExceptionCode;
+    type Future = std::future::Ready<Result<Self::Response, Self::Exception>>;
+
+    fn call(&self, req: Self::Request) -> Self::Future {
+        match req {
+            tokio_modbus::Request::ReadInputRegisters(_, n) => {
+                std::future::ready(Ok(Some(tokio_modbus::Response::ReadInputRegisters(vec![
+                    self.word;
+                    n as usize
+                ]))))
+            }
+            other => self.inner.call(other),
+        }
+    }
+}
+
+/// Probe 5: telemetry whose `rack` differs from its topic, or stamped in 1970 (a ghost rack's
+/// retained message), or far in the future, is rejected and counted; fresh telemetry is accepted
+/// with its sample time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn telemetry_with_a_wrong_rack_or_time_stamp_is_rejected() {
+    let port = big_broker();
+    let site = "probe5";
+    let topics = Topics::new(site);
+    let pubc = publisher(port, "probe5-pub").await;
+    // A retained message from 1970 on r0.
+    pubc.publish(
+        topics.rack_telemetry("r0"),
+        QoS::AtLeastOnce,
+        true,
+        telemetry("r0", 4, 0),
+    )
+    .await
+    .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let cfg = MqttConfig::new(
+        "127.0.0.1",
+        port,
+        "probe5-link",
+        site,
+        vec!["r0".into(), "r1".into()],
+        vec![4, 4],
+        87.0,
+    );
+    let link = MqttLink::start(cfg, Clock::new(1.0));
+    assert!(
+        wait_for(|| link.stats().rejected.get("timestamp_old") == Some(&1), 10.0).await,
+        "{:?}",
+        link.stats()
+    );
+    let now = unix_ms_now();
+    pubc.publish(
+        topics.rack_telemetry("r1"),
+        QoS::AtLeastOnce,
+        false,
+        telemetry("r0", 4, now),
+    )
+    .await
+    .unwrap();
+    pubc.publish(
+        topics.rack_telemetry("r1"),
+        QoS::AtLeastOnce,
+        false,
+        telemetry("r1", 4, now + 3_600_000),
+    )
+    .await
+    .unwrap();
+    assert!(
+        wait_for(
+            || {
+                let st = link.stats();
+                st.rejected.get("rack_mismatch") == Some(&1) && st.rejected.get("timestamp_future") == Some(&1)
+            },
+            10.0
+        )
+        .await,
+        "{:?}",
+        link.stats()
+    );
+    assert!(link.latest().iter().all(Option::is_none), "nothing was accepted");
+    pubc.publish(
+        topics.rack_telemetry("r1"),
+        QoS::AtLeastOnce,
+        false,
+        telemetry("r1", 4, now - 2_000),
+    )
+    .await
+    .unwrap();
+    assert!(
+        wait_for(|| link.latest()[1].is_some(), 10.0).await,
+        "{:?}",
+        link.stats()
+    );
+    assert_eq!(link.stats().accepted, 1);
+}
