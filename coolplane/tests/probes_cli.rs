@@ -131,3 +131,48 @@ fn bad_demo_flags_are_errors_naming_the_flag() {
     assert_eq!(out.status.code(), Some(2), "{e}");
     assert!(e.contains("modbus base port 65525") && e.contains("past 65535"), "{e}");
 }
+
+/// Probe 6: a broker that is not there, an empty host or port 0 is an error naming the flag.
+#[test]
+fn an_unreachable_broker_is_an_error_naming_the_flag() {
+    for (args, expect) in [
+        (
+            vec!["demo", "--broker", "127.0.0.1:1"],
+            "--broker: MQTT broker 127.0.0.1:1 is unreachable",
+        ),
+        (vec!["demo", "--broker", ":1883"], "the host is empty"),
+        (vec!["demo", "--broker", "127.0.0.1:0"], "port 0"),
+        (
+            vec!["sim-plant", "serve", "--mqtt", "127.0.0.1:1"],
+            "--mqtt: MQTT broker 127.0.0.1:1 is unreachable",
+        ),
+    ] {
+        let out = coolplane(&args);
+        let e = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {e}");
+        assert!(e.contains(expect), "{args:?}: expected `{expect}` in: {e}");
+    }
+}
+
+/// Probe 6: a daemon whose broker never answers says so at start and ends with an error.
+#[test]
+fn a_daemon_whose_broker_is_unreachable_says_so_and_fails() {
+    let dir = temp_dir("broker");
+    let cfg = dir.join("d.toml");
+    std::fs::write(
+        &cfg,
+        example_config()
+            .replace("port = 24983", "port = 1")
+            .replace("speed = 1.0", "speed = 60.0")
+            .replace("tick_s = 10.0", "tick_s = 5.0"),
+    )
+    .unwrap();
+    let out = coolplane(&["run", "--config", cfg.to_str().unwrap(), "--duration", "2m"]);
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{e}");
+    assert!(e.contains("MQTT broker 127.0.0.1:1 is unreachable"), "{e}");
+    assert!(e.contains("was never reached during the run"), "{e}");
+    // The final report is still printed.
+    assert!(e.contains("adapters:") && e.contains("ticks"), "{e}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -479,6 +479,8 @@ struct Shared {
     t_s: f64,
     last: Option<Measurements>,
     telemetry_published: u64,
+    /// Telemetry messages not sent because the broker was not connected.
+    telemetry_not_sent: u64,
     commands_applied: u64,
 }
 
@@ -627,12 +629,15 @@ impl SimWire {
             t_s: 0.0,
             last: None,
             telemetry_published: 0,
+            telemetry_not_sent: 0,
             commands_applied: 0,
         }));
         // MQTT: rack agents.
         let power_cmds: PowerQueue = Arc::new(Mutex::new(Vec::new()));
         let cmd_kick = Arc::new(tokio::sync::Notify::new());
         let topics = Topics::new(&sc.site.site.name);
+        let mqtt_up = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let mqtt_up2 = mqtt_up.clone();
         let mqtt_client = match &cfg.mqtt {
             Some((host, mport)) => {
                 let mut opts = MqttOptions::new(
@@ -654,11 +659,15 @@ impl SimWire {
                 let kick = cmd_kick.clone();
                 let sub_client = client.clone();
                 let topics2 = topics.clone();
+                let broker = format!("{host}:{mport}");
+                let up = mqtt_up.clone();
                 tasks.push(tokio::spawn(async move {
                     let mut backoff = Duration::from_millis(200);
+                    let mut errors: u64 = 0;
                     loop {
                         match eventloop.poll().await {
                             Ok(Event::Incoming(Packet::ConnAck(_))) => {
+                                up.store(true, Ordering::SeqCst);
                                 backoff = Duration::from_millis(200);
                                 let _ = sub_client.try_subscribe(topics2.power_limit_set_filter(), QoS::AtLeastOnce);
                             }
@@ -686,7 +695,13 @@ impl SimWire {
                                 }
                             }
                             Ok(_) => {}
-                            Err(_) => {
+                            Err(e) => {
+                                up.store(false, Ordering::SeqCst);
+                                errors += 1;
+                                if errors.is_power_of_two() {
+                                    tracing::warn!(broker = %broker, error = %e, errors_so_far = errors, "simulated racks: MQTT connection error; telemetry not sent until it is back");
+                                    eprintln!("coolplane sim: MQTT broker {broker}: {e} (retrying; telemetry is not sent meanwhile)");
+                                }
                                 tokio::time::sleep(backoff).await;
                                 backoff = (backoff * 2).min(Duration::from_secs(5));
                             }
@@ -858,7 +873,12 @@ impl SimWire {
                             );
                         }
                     }
-                    if boundary && k % tel_every == 0 {
+                    if boundary && k % tel_every == 0 && !mqtt_up2.load(Ordering::SeqCst) {
+                        // No broker: nothing is published, and nothing is counted as published.
+                        if let Ok(mut s) = shared2.lock() {
+                            s.telemetry_not_sent += topo.racks.len() as u64;
+                        }
+                    } else if boundary && k % tel_every == 0 {
                         let mut n = 0;
                         for (r, rack) in topo.racks.iter().enumerate() {
                             let g = rack.gpus.clone();
@@ -966,6 +986,11 @@ impl SimWire {
     /// Rack telemetry messages published so far.
     pub fn telemetry_published(&self) -> u64 {
         self.shared.lock().map(|s| s.telemetry_published).unwrap_or(0)
+    }
+
+    /// Rack telemetry messages not sent because the broker was not connected.
+    pub fn telemetry_not_sent(&self) -> u64 {
+        self.shared.lock().map(|s| s.telemetry_not_sent).unwrap_or(0)
     }
 
     /// Modbus requests served and exceptions answered, over all devices.

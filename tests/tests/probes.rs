@@ -507,3 +507,35 @@ async fn telemetry_with_a_wrong_rack_or_time_stamp_is_rejected() {
     );
     assert_eq!(link.stats().accepted, 1);
 }
+
+/// Probe 6: a register map without a point its role needs, or a built-in map of another role,
+/// is a configuration error naming the device and the point, not a CDU silently run on design
+/// setpoints.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_map_missing_a_required_point_or_of_the_wrong_role_is_refused() {
+    use coolplane_runtime::{Daemon, DaemonConfig};
+    let dir = std::env::temp_dir().join(format!("coolplane-probe6-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let no_supply = coolplane_sim_wire::CDU_MAP.replacen("name = \"supply_temp_c\"", "name = \"supply_temp_x\"", 1);
+    std::fs::write(dir.join("cdu.toml"), no_supply).unwrap();
+    let cfg = |map: &str| {
+        format!(
+            "[daemon]\nsite = \"hall-10k\"\nspeed = 1.0\n\n[[device]]\nrole = \"cdu\"\nindex = 0\naddress = \"127.0.0.1:24995\"\nmap = \"{map}\"\n"
+        )
+    };
+    for (map, expect) in [
+        ("cdu.toml", "`supply_temp_c`"),
+        ("builtin:coolplane-facility", "is the map of a Facility device"),
+        ("builtin:coolplane-meter", "is the map of a Meter device"),
+    ] {
+        let c = DaemonConfig::from_toml_str("d.toml", &cfg(map)).unwrap();
+        let e = Daemon::new(&c, &dir, "d.toml", Clock::new(1.0))
+            .err()
+            .expect("refused")
+            .to_string();
+        assert!(e.contains("device[0].map") && e.contains(expect), "{map}: {e}");
+    }
+    let c = DaemonConfig::from_toml_str("d.toml", &cfg("builtin:coolplane-cdu")).unwrap();
+    assert!(Daemon::new(&c, &dir, "d.toml", Clock::new(1.0)).is_ok());
+    let _ = std::fs::remove_dir_all(&dir);
+}
