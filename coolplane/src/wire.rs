@@ -407,18 +407,42 @@ fn status_printer() -> impl FnMut(&TickStatus) {
     }
 }
 
+/// Ctrl-C (SIGINT) or SIGTERM (what `kill`, systemd and container runtimes send): either stops the
+/// run cleanly, with its final report.
+async fn stop_signal() {
+    #[cfg(unix)]
+    {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {
+                        tracing::info!("SIGTERM received: stopping");
+                        eprintln!("coolplane: SIGTERM received, stopping");
+                    }
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot listen for SIGTERM; only Ctrl-C stops cleanly");
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
 async fn shutdown_after(clock: Clock, duration_s: Option<f64>) {
-    let ctrl_c = tokio::signal::ctrl_c();
     match duration_s {
         Some(d) => {
             tokio::select! {
-                _ = ctrl_c => {}
+                _ = stop_signal() => {}
                 _ = tokio::time::sleep(clock.wall(d - clock.now_s())) => {}
             }
         }
-        None => {
-            let _ = ctrl_c.await;
-        }
+        None => stop_signal().await,
     }
 }
 

@@ -176,3 +176,90 @@ fn a_daemon_whose_broker_is_unreachable_says_so_and_fails() {
     assert!(e.contains("adapters:") && e.contains("ticks"), "{e}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Start `args`, wait for `ready` on stderr, send SIGTERM; returns (exit status, stderr).
+fn sigterm_after(args: &[&str], ready: &str) -> (std::process::ExitStatus, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_coolplane"))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<Vec<u8>>();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = err.read(&mut buf) {
+            if n == 0 || tx.send(buf[..n].to_vec()).is_err() {
+                break;
+            }
+        }
+    });
+    let mut text = Vec::new();
+    let end = Instant::now() + Duration::from_secs(120);
+    while Instant::now() < end && !String::from_utf8_lossy(&text).contains(ready) {
+        if let Ok(b) = rx.recv_timeout(Duration::from_millis(100)) {
+            text.extend(b);
+        }
+    }
+    assert!(
+        String::from_utf8_lossy(&text).contains(ready),
+        "{}",
+        String::from_utf8_lossy(&text)
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    let kill = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            Instant::now() < end + Duration::from_secs(30),
+            "still running after SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    while let Ok(b) = rx.recv_timeout(Duration::from_millis(500)) {
+        text.extend(b);
+    }
+    (status, String::from_utf8_lossy(&text).into_owned())
+}
+
+/// Probe 8: SIGTERM stops the daemon and the demo cleanly, with the final report, as Ctrl-C does.
+#[test]
+fn sigterm_stops_the_daemon_and_the_demo_with_their_final_report() {
+    let dir = temp_dir("term");
+    let cfg = dir.join("d.toml");
+    std::fs::write(&cfg, example_config().replace("speed = 1.0", "speed = 60.0")).unwrap();
+    let (st, e) = sigterm_after(&["run", "--config", cfg.to_str().unwrap()], "coolplane daemon: site");
+    assert!(e.contains("SIGTERM received"), "{e}");
+    assert!(e.contains("adapters:") && e.contains("ticks"), "the final report: {e}");
+    assert!(st.code().is_some(), "ended by the signal instead of stopping: {st:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+
+    let (st, e) = sigterm_after(
+        &[
+            "demo",
+            "--modbus-port",
+            "24100",
+            "--mqtt-port",
+            "24982",
+            "--no-api",
+            "--speed",
+            "60",
+            "--duration",
+            "1d",
+        ],
+        "coolplane demo:",
+    );
+    assert!(e.contains("SIGTERM received"), "{e}");
+    assert!(
+        e.contains("adapters:") && e.contains("simulated plant:"),
+        "the final report: {e}"
+    );
+    assert_eq!(st.code(), Some(0), "{e}");
+}
