@@ -12,9 +12,20 @@
 //! - a value that could not be read keeps its old time stamp (so its age grows) and is marked
 //!   [`Quality::Bad`] after `stale_after_failures` failed polls; sentinels and non-finite floats
 //!   are marked [`Quality::Uncertain`] with a NaN value;
+//! - a reading outside its point's `min`/`max` in the map (the plausible range, e.g. a CDU
+//!   answering 0x7FFE = 3,276.6 °C) is marked [`Quality::Bad`], counted
+//!   ([`DeviceStatus::implausible`]) and logged;
+//! - a gateway exception (0x0A path unavailable, 0x0B target device failed to respond: the unit
+//!   id is wrong or the unit is gone) is a failure of the device, not an answer: counted with the
+//!   transport errors, the values go bad, the link is reopened with back-off;
+//! - device errors are logged when a device starts failing and when its values go bad;
 //! - writes go out only when the value differs from the device's read-back by at least half a
 //!   register step, and are read back to verify; the write queue is bounded (a full queue refuses
-//!   the write: back-pressure on commands).
+//!   the write: back-pressure on commands);
+//! - writes waiting for the connection (during an outage) are held as the latest value per point,
+//!   so the waiting set is bounded by the map's size and only the newest value of each point is
+//!   sent after a reconnect; every superseded write is dropped, counted
+//!   ([`DeviceStatus::writes_superseded`]) and logged.
 
 use crate::clock::Clock;
 use crate::regmap::{decode, encode, Decoded, ReadBlock, RegisterMap, Table};
@@ -99,12 +110,17 @@ pub struct DeviceStatus {
     pub timeouts: u64,
     /// Modbus exception responses.
     pub exceptions: u64,
+    /// Readings outside their point's plausible range (`min`/`max` of the map), marked bad.
+    pub implausible: u64,
     /// Setpoint writes sent.
     pub writes: u64,
     /// Writes skipped because the device already had the value.
     pub writes_skipped: u64,
     /// Writes refused by the device or not confirmed by read-back.
     pub write_failures: u64,
+    /// Queued writes dropped because a newer value for the same point arrived before they
+    /// were sent (latest value per point wins).
+    pub writes_superseded: u64,
     /// Last error, for operators.
     pub last_error: Option<String>,
 }
@@ -238,6 +254,84 @@ enum Failure {
     Timeout,
 }
 
+/// Writes waiting to be sent: the latest value per point, in the order points were first queued.
+/// Bounded by the number of points in the map however long the device is away.
+#[derive(Debug, Default)]
+pub struct PendingWrites {
+    value: Vec<Option<f64>>,
+    order: std::collections::VecDeque<usize>,
+}
+
+impl PendingWrites {
+    /// Room for a map of `points` points.
+    pub fn new(points: usize) -> Self {
+        Self {
+            value: vec![None; points],
+            order: std::collections::VecDeque::new(),
+        }
+    }
+
+    /// Queue `v` for point `i`; returns true when it superseded a value not yet sent.
+    pub fn push(&mut self, i: usize, v: f64) -> bool {
+        let Some(slot) = self.value.get_mut(i) else {
+            return false;
+        };
+        if slot.replace(v).is_some() {
+            true
+        } else {
+            self.order.push_back(i);
+            false
+        }
+    }
+
+    /// Put back a write that could not be sent, unless a newer value for its point is waiting.
+    pub fn retry(&mut self, i: usize, v: f64) {
+        if let Some(slot) = self.value.get_mut(i) {
+            if slot.is_none() {
+                *slot = Some(v);
+                self.order.push_front(i);
+            }
+        }
+    }
+
+    /// The oldest waiting write.
+    pub fn pop(&mut self) -> Option<(usize, f64)> {
+        while let Some(i) = self.order.pop_front() {
+            if let Some(v) = self.value[i].take() {
+                return Some((i, v));
+            }
+        }
+        None
+    }
+
+    /// Writes waiting.
+    pub fn len(&self) -> usize {
+        self.order.len()
+    }
+
+    /// Nothing waiting.
+    pub fn is_empty(&self) -> bool {
+        self.order.is_empty()
+    }
+}
+
+fn queue_write(cfg: &DeviceConfig, shared: &Arc<Mutex<Shared>>, pending: &mut PendingWrites, (i, v): (usize, f64)) {
+    if pending.push(i, v) {
+        set(shared, |s| {
+            s.status.writes_superseded += 1;
+            let n = s.status.writes_superseded;
+            if n.is_power_of_two() {
+                tracing::warn!(
+                    device = %cfg.name,
+                    point = %cfg.map.points[i].name,
+                    superseded_so_far = n,
+                    "queued write superseded by a newer value before it was sent (device not keeping up or away)"
+                );
+            }
+        });
+    }
+}
+
 async fn device_task(
     cfg: DeviceConfig,
     clock: Clock,
@@ -248,7 +342,7 @@ async fn device_task(
     let mut ctx: Option<Context> = None;
     let mut backoff = cfg.backoff_initial;
     let mut next_connect = Instant::now();
-    let mut pending: Vec<(usize, f64)> = Vec::new();
+    let mut pending = PendingWrites::new(cfg.map.points.len());
     loop {
         let cycle_start = Instant::now();
         if ctx.is_none() && Instant::now() >= next_connect {
@@ -273,19 +367,15 @@ async fn device_task(
         if let Some(c) = ctx.as_mut() {
             let mut ok = true;
             while let Ok(w) = rx.try_recv() {
-                pending.push(w);
+                queue_write(&cfg, &shared, &mut pending, w);
             }
-            // Writes first (latest value per point wins), each verified by read-back.
-            pending.dedup_by(|later, earlier| {
-                later.0 == earlier.0 && {
-                    earlier.1 = later.1;
-                    true
-                }
-            });
-            for (i, v) in std::mem::take(&mut pending) {
+            // Writes first (latest value per point wins), each verified by read-back; on a
+            // failure the unsent ones stay queued for the next connection.
+            while let Some((i, v)) = pending.pop() {
                 match write_point(&cfg, c, &shared, i, v).await {
                     Ok(()) => {}
                     Err(f) => {
+                        pending.retry(i, v);
                         fail(&cfg, &shared, f);
                         ok = false;
                         break;
@@ -327,7 +417,7 @@ async fn device_task(
         tokio::select! {
             _ = tokio::time::sleep_until(until) => {}
             w = rx.recv() => match w {
-                Some(w) => pending.push(w),
+                Some(w) => queue_write(&cfg, &shared, &mut pending, w),
                 None => {
                     // The handle is gone: finish.
                     if ctx.is_none() { return; }
@@ -358,6 +448,17 @@ fn fail(cfg: &DeviceConfig, shared: &Arc<Mutex<Shared>>, f: Failure) {
             }
         }
         s.status.connected = false;
+        let n = s.status.consecutive_failures;
+        if n == 1 || n == cfg.stale_after_failures || n.is_power_of_two() {
+            tracing::warn!(
+                device = %cfg.name,
+                addr = %cfg.addr,
+                failures_in_a_row = n,
+                values_bad = n >= cfg.stale_after_failures,
+                reason = %s.status.last_error.as_deref().unwrap_or(""),
+                "Modbus device failing"
+            );
+        }
         if s.status.consecutive_failures >= cfg.stale_after_failures {
             for p in &mut s.points {
                 p.quality = Quality::Bad;
@@ -401,6 +502,26 @@ async fn read_block(
             set(shared, |s| {
                 for (i, d) in decoded {
                     s.points[i] = match d {
+                        Decoded::Value(v) if !cfg.map.points[i].within_limits(v) => {
+                            s.status.implausible += 1;
+                            let p = &cfg.map.points[i];
+                            let msg = format!(
+                                "{}: `{}` = {v} is outside its plausible range {}..={}: marked bad",
+                                cfg.name,
+                                p.name,
+                                p.min.unwrap_or(f64::NEG_INFINITY),
+                                p.max.unwrap_or(f64::INFINITY)
+                            );
+                            if s.status.implausible.is_power_of_two() {
+                                tracing::warn!(device = %cfg.name, point = %p.name, value = v, so_far = s.status.implausible, "implausible reading: {msg}");
+                            }
+                            s.status.last_error = Some(msg);
+                            PointValue {
+                                value: v,
+                                t_s: now,
+                                quality: Quality::Bad,
+                            }
+                        }
                         Decoded::Value(v) => PointValue {
                             value: v,
                             t_s: now,
@@ -415,6 +536,17 @@ async fn read_block(
                 }
             });
             Ok(())
+        }
+        Err(
+            code @ (tokio_modbus::ExceptionCode::GatewayTargetDevice
+            | tokio_modbus::ExceptionCode::GatewayPathUnavailable),
+        ) => {
+            // No device behind this unit id answers (wrong unit id, or the unit is gone).
+            set(shared, |s| s.status.exceptions += 1);
+            Err(Failure::Transport(format!(
+                "{} (unit {}): gateway exception {code:?} reading {:?} {}+{}: no device answers this unit id",
+                cfg.addr, cfg.unit, block.table, block.start, block.count
+            )))
         }
         Err(code) => {
             // The device answered with an exception: the link is fine, these points are not.
@@ -505,4 +637,34 @@ async fn write_point(
         }),
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::PendingWrites;
+
+    #[test]
+    fn pending_writes_keep_the_latest_value_per_point_and_stay_bounded() {
+        let mut p = PendingWrites::new(3);
+        let mut superseded = 0;
+        for k in 0..191u32 {
+            // Setpoint (point 0) and heartbeat (point 2) interleaved, as ticks queue them.
+            superseded += u32::from(p.push(((k % 2) * 2) as usize, f64::from(k)));
+        }
+        assert_eq!(superseded, 189);
+        assert_eq!(p.len(), 2, "bounded by the points, not by the writes queued");
+        assert_eq!(p.pop(), Some((0, 190.0)));
+        assert_eq!(p.pop(), Some((2, 189.0)));
+        assert_eq!(p.pop(), None);
+        // A write that failed goes back, unless a newer one for its point is waiting.
+        p.push(1, 5.0);
+        let w = p.pop().unwrap();
+        p.retry(w.0, w.1);
+        assert_eq!(p.pop(), Some((1, 5.0)));
+        p.push(1, 6.0);
+        p.retry(1, 5.0);
+        assert_eq!(p.pop(), Some((1, 6.0)));
+        assert!(p.is_empty());
+        assert!(!p.push(99, 1.0), "a point outside the map is ignored");
+    }
 }

@@ -9,9 +9,25 @@
 //!   dropped (telemetry is superseded by the next message anyway) and counted.
 //! - A malformed payload is rejected with its reason logged and counted per reason, never a crash;
 //!   retained telemetry is accepted, retained commands are never sent.
+//! - Message size: rumqttc drops the whole connection on a packet over its incoming limit (and
+//!   a retained one comes back on every reconnect, so one oversize message on one rack's topic
+//!   would cut off every rack). The link therefore takes packets up to MQTT's own largest size
+//!   ([`MQTT_MAX_PACKET_BYTES`], one packet in memory at a time; cap it at the broker, e.g.
+//!   Mosquitto's `message_size_limit`) and rejects telemetry over
+//!   [`MAX_PAYLOAD_BYTES`](crate::telemetry::MAX_PAYLOAD_BYTES) as a counted, logged `too_large`
+//!   rejection before it is queued; the link stays up and the other racks stay fresh. A packet the
+//!   client still cannot take (a configured lower limit) is counted as `packet_too_large` and
+//!   logged with the connection error.
+//! - A message whose `rack` differs from its topic's rack is rejected (`rack_mismatch`); its time
+//!   stamp is checked against the wall clock: more than `max_clock_skew` (30 s) ahead is
+//!   `timestamp_future`, older than `max_age` (300 s) is `timestamp_old` (a retained message of a
+//!   rack that is gone never makes it look alive); an accepted message's sample time is its
+//!   arrival less its age, so freshness counts from when it was sampled.
 
 use crate::clock::Clock;
-use crate::telemetry::{encode_power_limit_command, parse_rack_telemetry, PowerLimitCommand, RackTelemetry, Topics};
+use crate::telemetry::{
+    encode_power_limit_command, parse_rack_telemetry, PowerLimitCommand, RackTelemetry, Topics, MAX_PAYLOAD_BYTES,
+};
 use rumqttc::{AsyncClient, Event, LastWill, MqttOptions, Packet, QoS};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -44,7 +60,20 @@ pub struct MqttConfig {
     pub backoff_max: Duration,
     /// Keep-alive.
     pub keep_alive: Duration,
+    /// Largest incoming MQTT packet the client reads, bytes (a larger one drops the connection
+    /// in rumqttc). Default [`MQTT_MAX_PACKET_BYTES`], so that no message a broker can deliver
+    /// breaks the link; oversize telemetry is rejected after it is read.
+    pub max_packet_bytes: usize,
+    /// A message stamped further in the future than this (wall clock) is rejected
+    /// (`timestamp_future`): the sender's clock is wrong.
+    pub max_clock_skew: Duration,
+    /// A message stamped longer ago than this (wall clock) is rejected (`timestamp_old`): a
+    /// retained message from a rack that is gone must not make it look alive.
+    pub max_age: Duration,
 }
+
+/// MQTT's largest packet (the remaining-length field's maximum, 256 MiB − 1).
+pub const MQTT_MAX_PACKET_BYTES: usize = 268_435_455;
 
 impl MqttConfig {
     /// Defaults: queue of 4 × racks messages, back-off 0.5 s doubling to 30 s, keep-alive 15 s.
@@ -70,6 +99,9 @@ impl MqttConfig {
             backoff_initial: Duration::from_millis(500),
             backoff_max: Duration::from_secs(30),
             keep_alive: Duration::from_secs(15),
+            max_packet_bytes: MQTT_MAX_PACKET_BYTES,
+            max_clock_skew: Duration::from_secs(30),
+            max_age: Duration::from_secs(300),
         }
     }
 }
@@ -99,19 +131,73 @@ pub struct MqttStats {
     pub last_rejection: Option<String>,
 }
 
-/// Latest telemetry of one rack with its receive time (plant time, s).
+/// Latest telemetry of one rack with its sampling time (plant time, s).
 #[derive(Debug, Clone)]
 pub struct RackSample {
     /// Parsed telemetry.
     pub telemetry: RackTelemetry,
-    /// When it arrived, s of plant time.
+    /// When it was sampled, s of plant time: the arrival time less the message's age by its
+    /// own time stamp (never later than the arrival), so that freshness counts from the sample.
     pub received_s: f64,
+}
+
+/// Check a message's time stamp against the wall clock (`now_unix_ms`): the message's age in
+/// wall-clock seconds (0 for a stamp up to `max_clock_skew` ahead), or the rejection reason and
+/// message.
+pub fn check_timestamp(
+    ts_unix_ms: i64,
+    now_unix_ms: i64,
+    max_clock_skew: Duration,
+    max_age: Duration,
+) -> Result<f64, (&'static str, String)> {
+    let age_ms = now_unix_ms.saturating_sub(ts_unix_ms);
+    if age_ms < -(max_clock_skew.as_millis() as i64) {
+        return Err((
+            "timestamp_future",
+            format!(
+                "time stamp is {:.1} s ahead of this clock (allowed skew {:.0} s)",
+                -age_ms as f64 / 1000.0,
+                max_clock_skew.as_secs_f64()
+            ),
+        ));
+    }
+    if age_ms > max_age.as_millis() as i64 {
+        return Err((
+            "timestamp_old",
+            format!(
+                "time stamp is {:.0} s old (older than {:.0} s: a stale or retained message)",
+                age_ms as f64 / 1000.0,
+                max_age.as_secs_f64()
+            ),
+        ));
+    }
+    Ok(age_ms.max(0) as f64 / 1000.0)
+}
+
+fn unix_ms_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
 }
 
 struct State {
     latest: Vec<Option<RackSample>>,
     stats: MqttStats,
     queue: VecDeque<(String, Vec<u8>)>,
+}
+
+impl State {
+    /// Count a rejected message under `reason` and log it; a flood is logged at 1, 2, 4, 8, …
+    /// per reason.
+    fn reject(&mut self, reason: &str, msg: String) {
+        let n = self.stats.rejected.entry(reason.to_string()).or_insert(0);
+        *n += 1;
+        if n.is_power_of_two() {
+            tracing::warn!(reason = %reason, so_far = *n, "rejected MQTT message: {msg}");
+        }
+        self.stats.last_rejection = Some(msg);
+    }
 }
 
 /// Handle to the running MQTT link.
@@ -130,7 +216,7 @@ impl MqttLink {
         let mut opts = MqttOptions::new(cfg.client_id.clone(), cfg.host.clone(), cfg.port);
         opts.set_keep_alive(cfg.keep_alive);
         opts.set_clean_session(true);
-        opts.set_max_packet_size(4 * 1024 * 1024, 4 * 1024 * 1024);
+        opts.set_max_packet_size(cfg.max_packet_bytes, 4 * 1024 * 1024);
         opts.set_last_will(LastWill::new(topics.status(), "offline", QoS::AtLeastOnce, true));
         let (client, mut eventloop) = AsyncClient::new(opts, 256);
         let state = Arc::new(Mutex::new(State {
@@ -161,6 +247,19 @@ impl MqttLink {
                             }
                         }
                         Ok(Event::Incoming(Packet::Publish(p))) => {
+                            if p.payload.len() > MAX_PAYLOAD_BYTES {
+                                // Rejected before queueing: the queue never holds oversize payloads.
+                                if let Ok(mut s) = state.lock() {
+                                    let msg = format!(
+                                        "{}: payload is {} bytes, larger than the {MAX_PAYLOAD_BYTES}-byte limit{}",
+                                        p.topic,
+                                        p.payload.len(),
+                                        if p.retain { " (retained)" } else { "" }
+                                    );
+                                    s.reject("too_large", msg);
+                                }
+                                continue;
+                            }
                             if let Ok(mut s) = state.lock() {
                                 if s.queue.len() >= cfg.queue_capacity {
                                     s.queue.pop_front();
@@ -175,6 +274,23 @@ impl MqttLink {
                             if let Ok(mut s) = state.lock() {
                                 s.stats.connected = false;
                                 s.stats.connection_errors += 1;
+                                if let rumqttc::ConnectionError::MqttState(rumqttc::StateError::Deserialization(
+                                    rumqttc::mqttbytes::Error::PayloadSizeLimitExceeded(n),
+                                )) = &e
+                                {
+                                    let msg = format!(
+                                        "incoming packet of {n} bytes is over the client's {}-byte limit: connection dropped",
+                                        cfg.max_packet_bytes
+                                    );
+                                    s.reject("packet_too_large", msg);
+                                } else {
+                                    tracing::warn!(
+                                        broker = %format!("{}:{}", cfg.host, cfg.port),
+                                        error = %e,
+                                        retry_in_ms = backoff.as_millis() as u64,
+                                        "MQTT connection error"
+                                    );
+                                }
                                 s.stats.last_rejection = Some(format!("connection: {e}"));
                             }
                             tokio::time::sleep(backoff).await;
@@ -210,27 +326,25 @@ impl MqttLink {
                         let now = clock.now_s();
                         if let Ok(mut s) = state.lock() {
                             match parsed {
+                                Ok(t) if t.rack != rack => {
+                                    let msg =
+                                        format!("{topic}: field `rack` = {:?} differs from the topic's rack", t.rack);
+                                    s.reject("rack_mismatch", msg);
+                                }
                                 Ok(t) => {
-                                    s.stats.accepted += 1;
-                                    s.latest[r] = Some(RackSample {
-                                        telemetry: t,
-                                        received_s: now,
-                                    });
-                                }
-                                Err(e) => {
-                                    let n = s.stats.rejected.entry(e.reason().to_string()).or_insert(0);
-                                    *n += 1;
-                                    let msg = format!("{topic}: {e}");
-                                    // Logged with its reason; a flood is logged at 1, 2, 4, 8, … per reason.
-                                    if n.is_power_of_two() {
-                                        eprintln!(
-                                            "coolplane: rejected MQTT message ({} so far for `{}`) {msg}",
-                                            n,
-                                            e.reason()
-                                        );
+                                    match check_timestamp(t.ts_unix_ms, unix_ms_now(), cfg.max_clock_skew, cfg.max_age)
+                                    {
+                                        Ok(age_s) => {
+                                            s.stats.accepted += 1;
+                                            s.latest[r] = Some(RackSample {
+                                                telemetry: t,
+                                                received_s: now - age_s * clock.speed(),
+                                            });
+                                        }
+                                        Err((reason, why)) => s.reject(reason, format!("{topic}: field `ts`: {why}")),
                                     }
-                                    s.stats.last_rejection = Some(msg);
                                 }
+                                Err(e) => s.reject(e.reason(), format!("{topic}: {e}")),
                             }
                         }
                     }
@@ -305,5 +419,41 @@ impl Drop for MqttLink {
         for t in &self.tasks {
             t.abort();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::check_timestamp;
+    use std::time::Duration;
+
+    #[test]
+    fn time_stamps_are_checked_against_the_clock_with_a_stated_skew() {
+        let now = 1_800_000_000_000;
+        let (skew, age) = (Duration::from_secs(30), Duration::from_secs(300));
+        assert_eq!(check_timestamp(now - 2_500, now, skew, age), Ok(2.5));
+        assert_eq!(
+            check_timestamp(now + 10_000, now, skew, age),
+            Ok(0.0),
+            "within the skew"
+        );
+        assert_eq!(
+            check_timestamp(now + 31_000, now, skew, age).unwrap_err().0,
+            "timestamp_future"
+        );
+        assert_eq!(
+            check_timestamp(now - 301_000, now, skew, age).unwrap_err().0,
+            "timestamp_old"
+        );
+        // A retained message from 1970.
+        assert_eq!(check_timestamp(0, now, skew, age).unwrap_err().0, "timestamp_old");
+        assert_eq!(
+            check_timestamp(i64::MIN, now, skew, age).unwrap_err().0,
+            "timestamp_old"
+        );
+        assert_eq!(
+            check_timestamp(i64::MAX, now, skew, age).unwrap_err().0,
+            "timestamp_future"
+        );
     }
 }

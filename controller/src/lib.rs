@@ -68,6 +68,46 @@ impl Default for ControllerConfig {
     }
 }
 
+impl ControllerConfig {
+    /// Allowed range of every field: (field, low, high, low end included). A value outside
+    /// (NaN and infinities included) would turn a safety function off, so it is refused.
+    pub const RANGES: [(&'static str, f64, f64, bool); 9] = [
+        ("stale_after_s", 1.0, 3_600.0, true),
+        ("guard_margin_k", 0.5, 30.0, true),
+        ("supply_rate_k_per_min", 0.0, 10.0, false),
+        ("flow_down_rate_frac_per_min", 0.0, 1.0, false),
+        ("facility_rate_k_per_min", 0.0, 10.0, false),
+        ("deadband_k", 0.0, 2.0, true),
+        ("deadband_lpm", 0.0, 500.0, true),
+        ("slow_period_s", 1.0, 3_600.0, true),
+        ("tank_guard_frac", 0.1, 0.99, true),
+    ];
+
+    /// Check every field against [`Self::RANGES`]; the error names the field, its value and the
+    /// allowed range.
+    pub fn validate(&self) -> Result<(), String> {
+        let values = [
+            self.stale_after_s,
+            self.guard_margin_k,
+            self.supply_rate_k_per_min,
+            self.flow_down_rate_frac_per_min,
+            self.facility_rate_k_per_min,
+            self.deadband_k,
+            self.deadband_lpm,
+            self.slow_period_s,
+            self.tank_guard_frac,
+        ];
+        for ((field, lo, hi, lo_incl), v) in Self::RANGES.iter().zip(values) {
+            let above_lo = if *lo_incl { v >= *lo } else { v > *lo };
+            if !(v.is_finite() && above_lo && v <= *hi) {
+                let open = if *lo_incl { '[' } else { '(' };
+                return Err(format!("controller.{field} = {v}: must be within {open}{lo}, {hi}]"));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Operating mode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]

@@ -33,6 +33,9 @@ pub struct BenchArgs {
     /// Round trips to time for the latency figures.
     #[arg(long, default_value_t = 2000)]
     samples: usize,
+    /// Instead of the plant figures: time loading a generated register map of this many points.
+    #[arg(long)]
+    map_points: Option<usize>,
 }
 
 fn rss_kib() -> Option<u64> {
@@ -111,6 +114,23 @@ fn bare_loop_ns(gpus: usize, steps: u64) -> f64 {
 pub fn run(a: &BenchArgs) -> Result<()> {
     if a.wire {
         return crate::wire_bench::run(a.samples);
+    }
+    if let Some(n) = a.map_points {
+        let text = coolplane_adapters::regmap::generated_map_toml(n);
+        let mut best = f64::INFINITY;
+        for _ in 0..5 {
+            let t0 = Instant::now();
+            let map = coolplane_adapters::regmap::RegisterMap::from_toml_str("generated.toml", &text)?;
+            best = best.min(t0.elapsed().as_secs_f64());
+            anyhow::ensure!(map.points.len() == n.min(65_536), "loaded {} points", map.points.len());
+        }
+        println!(
+            "register map of {} points ({} KiB of TOML): loaded in {:.1} ms (best of 5)",
+            n.min(65_536),
+            text.len() / 1024,
+            best * 1e3
+        );
+        return Ok(());
     }
     println!(
         "coolplane {} bench (one thread; release build)",

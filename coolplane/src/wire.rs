@@ -50,7 +50,24 @@ pub struct SimArgs {
     pub limits_at_step: bool,
 }
 
+/// `value` must be finite and within `lo..=hi`, or the error names the flag and the range.
+fn check_flag(flag: &str, value: f64, lo: f64, hi: f64) -> Result<()> {
+    if !(value.is_finite() && value >= lo && value <= hi) {
+        bail!("{flag} {value}: must be within [{lo}, {hi}]");
+    }
+    Ok(())
+}
+
 impl SimArgs {
+    /// Every option within its range (the error names the flag and the range).
+    pub fn validate(&self) -> Result<()> {
+        check_flag("--speed", self.speed, 0.001, 100_000.0)?;
+        check_flag("--step", self.step, 0.1, 600.0)?;
+        check_flag("--telemetry-s", self.telemetry_s, 0.1, 3_600.0)?;
+        check_flag("--start-day", self.start_day, 0.0, 365.0)?;
+        Ok(())
+    }
+
     /// The simulated plant's configuration: devices on 127.0.0.1 from `--modbus-port`.
     fn wire_config(&self, scenario: &Scenario, mqtt: Option<(String, u16)>) -> SimWireConfig {
         SimWireConfig {
@@ -214,8 +231,36 @@ fn parse_host_port(s: &str) -> Result<(String, u16)> {
     let (h, p) = s
         .rsplit_once(':')
         .with_context(|| format!("`{s}`: expected HOST:PORT"))?;
-    let port: u16 = p.parse().with_context(|| format!("`{s}`: bad port"))?;
+    let port: u16 = p
+        .parse()
+        .with_context(|| format!("`{s}`: bad port (expected 1 to 65535)"))?;
+    if h.trim().is_empty() {
+        bail!("`{s}`: the host is empty (expected HOST:PORT)");
+    }
+    if port == 0 {
+        bail!("`{s}`: port 0 (expected 1 to 65535)");
+    }
     Ok((h.to_string(), port))
+}
+
+/// Whether a TCP connection to the broker opens within 2 s; the error says why not.
+fn broker_reachable(host: &str, port: u16) -> Result<()> {
+    use std::net::ToSocketAddrs;
+    let addrs: Vec<_> = (host, port)
+        .to_socket_addrs()
+        .with_context(|| format!("MQTT broker {host}:{port}: cannot resolve the host"))?
+        .collect();
+    let mut last = None;
+    for a in addrs {
+        match std::net::TcpStream::connect_timeout(&a, Duration::from_secs(2)) {
+            Ok(_) => return Ok(()),
+            Err(e) => last = Some(e),
+        }
+    }
+    match last {
+        Some(e) => bail!("MQTT broker {host}:{port} is unreachable: {e}"),
+        None => bail!("MQTT broker {host}:{port}: the host resolves to no address"),
+    }
 }
 
 fn scenario_for(sim: &SimArgs, days: f64) -> Result<Scenario> {
@@ -363,18 +408,42 @@ fn status_printer() -> impl FnMut(&TickStatus) {
     }
 }
 
+/// Ctrl-C (SIGINT) or SIGTERM (what `kill`, systemd and container runtimes send): either stops the
+/// run cleanly, with its final report.
+async fn stop_signal() {
+    #[cfg(unix)]
+    {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {
+                        tracing::info!("SIGTERM received: stopping");
+                        eprintln!("coolplane: SIGTERM received, stopping");
+                    }
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot listen for SIGTERM; only Ctrl-C stops cleanly");
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
 async fn shutdown_after(clock: Clock, duration_s: Option<f64>) {
-    let ctrl_c = tokio::signal::ctrl_c();
     match duration_s {
         Some(d) => {
             tokio::select! {
-                _ = ctrl_c => {}
+                _ = stop_signal() => {}
                 _ = tokio::time::sleep(clock.wall(d - clock.now_s())) => {}
             }
         }
-        None => {
-            let _ = ctrl_c.await;
-        }
+        None => stop_signal().await,
     }
 }
 
@@ -407,6 +476,16 @@ fn print_report(report: &DaemonReport) {
         report.devices.len(),
         bad.len()
     );
+    let sum =
+        |f: fn(&coolplane_adapters::modbus::DeviceStatus) -> u64| report.devices.iter().map(|(_, s)| f(s)).sum::<u64>();
+    eprintln!(
+        "modbus: {} writes sent, {} superseded before sending (latest value per point), {} write failures, {} exception answers, {} implausible readings (marked bad)",
+        sum(|s| s.writes),
+        sum(|s| s.writes_superseded),
+        sum(|s| s.write_failures),
+        sum(|s| s.exceptions),
+        sum(|s| s.implausible)
+    );
     if let Some(m) = &report.mqtt {
         eprintln!(
             "mqtt: {} rack messages accepted, {} rejected {:?}, {} dropped (queue full), {} connects",
@@ -421,6 +500,8 @@ fn print_report(report: &DaemonReport) {
 
 /// `coolplane demo`.
 pub fn demo(a: &DemoArgs) -> Result<()> {
+    a.sim.validate()?;
+    check_flag("--tick", a.tick, 0.1, 600.0)?;
     let duration_s = parse_duration_s(&a.duration)?;
     coolplane_policies::by_name(&a.policy)?;
     let scenario = scenario_for(&a.sim, duration_s / 86_400.0 + 0.01)?;
@@ -428,7 +509,9 @@ pub fn demo(a: &DemoArgs) -> Result<()> {
         start_embedded_broker(a.mqtt_port)?;
         ("127.0.0.1".to_string(), a.mqtt_port)
     } else {
-        parse_host_port(&a.broker)?
+        let (h, p) = parse_host_port(&a.broker)?;
+        broker_reachable(&h, p).context("--broker")?;
+        (h, p)
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -614,9 +697,13 @@ impl Tolerance {
 
 /// `coolplane sim-plant serve`.
 pub fn serve(a: &ServeArgs) -> Result<()> {
+    a.sim.validate()?;
     let duration_s = a.duration.as_deref().map(parse_duration_s).transpose()?;
     let scenario = scenario_for(&a.sim, duration_s.map(|d| d / 86_400.0 + 0.01).unwrap_or(365.0))?;
     let mqtt = a.mqtt.as_deref().map(parse_host_port).transpose()?;
+    if let Some((h, p)) = &mqtt {
+        broker_reachable(h, *p).context("--mqtt")?;
+    }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -646,9 +733,15 @@ pub fn serve(a: &ServeArgs) -> Result<()> {
         let _ = std::io::stdout().flush();
         shutdown_after(clock, duration_s).await;
         let (req, exc) = sim.modbus_counters();
+        let ss = sim.server_stats();
         eprintln!(
-            "served {req} Modbus requests ({exc} exception answers), {} rack telemetry messages",
-            sim.telemetry_published()
+            "served {req} Modbus requests ({exc} exception answers, {} for another unit id; {} accept errors, {} connections refused, {} closed idle), {} rack telemetry messages published, {} not sent (broker not connected)",
+            ss.wrong_unit,
+            ss.accept_errors,
+            ss.connections_refused,
+            ss.idle_closed,
+            sim.telemetry_published(),
+            sim.telemetry_not_sent()
         );
         sim.stop();
         anyhow::Ok(())
@@ -682,6 +775,14 @@ pub fn daemon(a: &RunArgs) -> Result<()> {
             cfg.daemon.tick_s,
             cfg.devices.len()
         );
+        if let Some(m) = &cfg.mqtt {
+            // A broker that is down at start-up is an outage the daemon rides out (racks stale,
+            // Safe mode), but it is said at once, not found out from the report.
+            if let Err(e) = broker_reachable(&m.host, m.port) {
+                tracing::error!(error = %e, "MQTT broker unreachable at start-up; retrying with back-off");
+                eprintln!("coolplane daemon: {e:#}; retrying with back-off (racks stale until it answers)");
+            }
+        }
         let listen = cfg.api.as_ref().map(|x| x.listen.clone()).unwrap_or_default();
         let api = start_api(&d, &listen, &cfg.daemon.site, None, false).await?;
         let report = d.run(shutdown_after(clock, duration_s), status_printer()).await;
@@ -690,5 +791,15 @@ pub fn daemon(a: &RunArgs) -> Result<()> {
     })?;
     rt.shutdown_timeout(Duration::from_secs(1));
     print_report(&report);
+    if let (Some(m), Some(st)) = (&cfg.mqtt, &report.mqtt) {
+        if st.connects == 0 {
+            bail!(
+                "the MQTT broker {}:{} was never reached during the run: no rack telemetry (last error: {})",
+                m.host,
+                m.port,
+                st.last_rejection.as_deref().unwrap_or("none")
+            );
+        }
+    }
     Ok(())
 }

@@ -178,7 +178,11 @@ async fn ingest() -> Result<()> {
         .enumerate()
         .map(|(i, r)| {
             let t = RackTelemetry {
-                ts_unix_ms: 1_796_000_000_000,
+                // Stamped now: the link rejects messages older than its stated age limit.
+                ts_unix_ms: std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_millis() as i64)
+                    .unwrap_or(0),
                 rack: r.clone(),
                 seq: 1,
                 it_power_kw: 118.0,

@@ -223,6 +223,15 @@ impl DaemonConfig {
             ));
         }
         coolplane_policies::by_name(&c.daemon.policy).map_err(|e| cfg_err(file, format!("daemon.policy: {e}")))?;
+        c.controller.validate().map_err(|e| cfg_err(file, e))?;
+        if let Some(m) = &c.mqtt {
+            if m.host.trim().is_empty() {
+                return Err(cfg_err(file, "mqtt.host is empty: name the broker's host"));
+            }
+            if m.port == 0 {
+                return Err(cfg_err(file, "mqtt.port = 0: must be within [1, 65535]"));
+            }
+        }
         if let Some(api) = &c.api {
             api.validate().map_err(|e| cfg_err(file, e))?;
         }
@@ -333,6 +342,56 @@ fn load_map(base: &Path, spec: &str) -> Result<RegisterMap, String> {
     RegisterMap::from_toml_str(&path.display().to_string(), &text).map_err(|e| e.to_string())
 }
 
+/// Points a device's register map must have for its role: without them the controller could only
+/// run that equipment on design setpoints (CDU and facility: readings it acts on and the
+/// setpoints and heartbeat it writes; meter: the power it budgets on).
+pub fn required_points(role: DeviceRole) -> &'static [(&'static str, bool)] {
+    match role {
+        DeviceRole::Cdu => &[
+            ("supply_temp_c", false),
+            ("return_temp_c", false),
+            ("flow_lpm", false),
+            ("supply_setpoint_c", true),
+            ("flow_setpoint_lpm", true),
+            ("heartbeat", true),
+        ],
+        DeviceRole::Facility => &[
+            ("supply_temp_c", false),
+            ("return_temp_c", false),
+            ("supply_setpoint_c", true),
+            ("heartbeat", true),
+        ],
+        DeviceRole::Meter => &[("facility_power_kw", false), ("it_power_kw", false)],
+    }
+}
+
+/// Refuse a register map that lacks a point its role needs (listing every missing point), or a
+/// built-in map of another role.
+pub fn check_map_for_role(spec: &str, role: DeviceRole, map: &RegisterMap) -> Result<(), String> {
+    if let Some(name) = spec.strip_prefix("builtin:") {
+        let of = match name {
+            "coolplane-cdu" | "coolplane-2pic-tank" => DeviceRole::Cdu,
+            "coolplane-facility" => DeviceRole::Facility,
+            _ => DeviceRole::Meter,
+        };
+        if of != role {
+            return Err(format!("`{spec}` is the map of a {of:?} device, not of a {role:?}"));
+        }
+    }
+    let missing: Vec<String> = required_points(role)
+        .iter()
+        .filter(|(n, writable)| !map.points.iter().any(|p| p.name == *n && (!*writable || p.writable)))
+        .map(|(n, w)| format!("`{n}`{}", if *w { " (writable)" } else { "" }))
+        .collect();
+    if !missing.is_empty() {
+        return Err(format!(
+            "register map `{spec}` lacks point(s) a {role:?} needs: {}",
+            missing.join(", ")
+        ));
+    }
+    Ok(())
+}
+
 impl Daemon {
     /// Build from a configuration (`base`: directory of the configuration file, for relative paths).
     /// Must be called inside a tokio runtime.
@@ -352,6 +411,7 @@ impl Daemon {
         let mut meter = None;
         for (i, d) in cfg.devices.iter().enumerate() {
             let map = Arc::new(load_map(base, &d.map).map_err(|e| cfg_err(file, format!("device[{i}].map: {e}")))?);
+            check_map_for_role(&d.map, d.role, &map).map_err(|e| cfg_err(file, format!("device[{i}].map: {e}")))?;
             let addr: SocketAddr = d
                 .address
                 .parse()

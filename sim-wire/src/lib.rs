@@ -9,6 +9,13 @@
 //! applies power-limit commands, answering with what it applied. Simulated time may run faster
 //! than real time (`speed`).
 //!
+//! Each Modbus server is a device that survives a bad day: an `accept()` error (file descriptors
+//! exhausted, for one) is logged, counted and retried with back-off instead of ending the server;
+//! connections are capped per device (the next one is closed at once, counted); a connection that
+//! sends nothing for the idle timeout (a half frame, a dead peer) is closed, counted; and only the
+//! configured unit id ([`UNIT_ID`]) is answered: any other gets exception 0x0B (gateway target
+//! device failed to respond), as a gateway answers for a unit that is not there.
+//!
 //! This crate is linked into the `coolplane` binary only for `sim-plant serve` and `demo`: the
 //! production daemon never needs it.
 
@@ -27,13 +34,180 @@ use rumqttc::{AsyncClient, Event, MqttOptions, Packet, QoS};
 use std::collections::HashMap;
 use std::future;
 use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 use std::time::Duration;
 use thiserror::Error;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
-use tokio_modbus::server::tcp::{accept_tcp_connection, Server};
-use tokio_modbus::{ExceptionCode, Request, Response};
+use tokio_modbus::server::tcp::Server;
+use tokio_modbus::{ExceptionCode, Request, Response, SlaveRequest};
+
+/// The Modbus unit id every simulated device answers to (others get exception 0x0B).
+pub const UNIT_ID: u8 = 1;
+
+/// Limits of every simulated device's Modbus server.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ServerLimits {
+    /// Connections served at once per device; the next is closed at once (counted).
+    pub max_connections: usize,
+    /// A connection that sends nothing for this long (wall clock) is closed (counted).
+    pub idle_timeout: Duration,
+}
+
+impl Default for ServerLimits {
+    /// 16 connections per device, 60 s idle timeout.
+    fn default() -> Self {
+        Self {
+            max_connections: 16,
+            idle_timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+/// Counters of the simulated devices' Modbus servers, over all devices.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ServerStats {
+    /// `accept()` errors (retried with back-off).
+    pub accept_errors: u64,
+    /// Connections closed at once because the device had `max_connections` already.
+    pub connections_refused: u64,
+    /// Connections closed after the idle timeout.
+    pub idle_closed: u64,
+    /// Requests for another unit id, answered with exception 0x0B.
+    pub wrong_unit: u64,
+}
+
+#[derive(Default)]
+struct ServerCounters {
+    active: AtomicUsize,
+    accept_errors: AtomicU64,
+    refused: AtomicU64,
+    idle_closed: AtomicU64,
+}
+
+/// One of a device's connection slots, given back when the connection ends.
+struct ConnSlot(Arc<ServerCounters>);
+
+impl ConnSlot {
+    fn take(c: &Arc<ServerCounters>, max: usize) -> Option<Self> {
+        if c.active.fetch_add(1, Ordering::SeqCst) >= max {
+            c.active.fetch_sub(1, Ordering::SeqCst);
+            return None;
+        }
+        Some(Self(c.clone()))
+    }
+}
+
+impl Drop for ConnSlot {
+    fn drop(&mut self) {
+        self.0.active.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// A device's side of a connection: reads fail with `TimedOut` after `idle` without a byte.
+struct IdleStream {
+    inner: tokio::net::TcpStream,
+    idle: Duration,
+    deadline: Pin<Box<tokio::time::Sleep>>,
+    slot: ConnSlot,
+    device: String,
+}
+
+impl AsyncRead for IdleStream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let this = self.get_mut();
+        let before = buf.filled().len();
+        match Pin::new(&mut this.inner).poll_read(cx, buf) {
+            Poll::Ready(r) => {
+                if buf.filled().len() > before {
+                    let at = tokio::time::Instant::now() + this.idle;
+                    this.deadline.as_mut().reset(at);
+                }
+                Poll::Ready(r)
+            }
+            Poll::Pending => {
+                if std::future::Future::poll(this.deadline.as_mut(), cx).is_ready() {
+                    let n = this.slot.0.idle_closed.fetch_add(1, Ordering::Relaxed) + 1;
+                    if n.is_power_of_two() {
+                        tracing::warn!(device = %this.device, idle_s = this.idle.as_secs_f64(), closed_so_far = n, "Modbus connection idle (or a frame left half sent): closed");
+                    }
+                    return Poll::Ready(Err(std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        "connection idle: closed",
+                    )));
+                }
+                Poll::Pending
+            }
+        }
+    }
+}
+
+impl AsyncWrite for IdleStream {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.get_mut().inner).poll_write(cx, buf)
+    }
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+    }
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+    }
+}
+
+/// Serve one device until the task is aborted: `accept()` errors never end it.
+async fn serve_device(
+    listener: TcpListener,
+    svc: DeviceService,
+    limits: ServerLimits,
+    counters: Arc<ServerCounters>,
+    device: String,
+) {
+    let server = Server::new(listener);
+    let mut backoff = Duration::from_millis(10);
+    loop {
+        let started = tokio::time::Instant::now();
+        let on_connected = |stream: tokio::net::TcpStream, peer: SocketAddr| {
+            let svc = svc.clone();
+            let counters = counters.clone();
+            let device = device.clone();
+            async move {
+                let Some(slot) = ConnSlot::take(&counters, limits.max_connections) else {
+                    let n = counters.refused.fetch_add(1, Ordering::Relaxed) + 1;
+                    if n.is_power_of_two() {
+                        tracing::warn!(device = %device, peer = %peer, max_connections = limits.max_connections, refused_so_far = n, "Modbus connection refused: too many connections");
+                    }
+                    return Ok(None);
+                };
+                let stream = IdleStream {
+                    inner: stream,
+                    idle: limits.idle_timeout,
+                    deadline: Box::pin(tokio::time::sleep(limits.idle_timeout)),
+                    slot,
+                    device,
+                };
+                Ok::<Option<(DeviceService, IdleStream)>, std::io::Error>(Some((svc, stream)))
+            }
+        };
+        // `serve` returns only on an accept() error: count, log, back off, accept again.
+        if let Err(e) = server.serve(&on_connected, |_err| {}).await {
+            let n = counters.accept_errors.fetch_add(1, Ordering::Relaxed) + 1;
+            if started.elapsed() > Duration::from_secs(5) {
+                backoff = Duration::from_millis(10);
+            }
+            tracing::warn!(device = %device, error = %e, accept_errors = n, retry_in_ms = backoff.as_millis() as u64, "Modbus accept() failed; retrying");
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(Duration::from_secs(1));
+        }
+    }
+}
 
 /// The register maps shipped with the project (also under `maps/`).
 pub const CDU_MAP: &str = include_str!("../../maps/coolplane-cdu.toml");
@@ -62,6 +236,18 @@ pub enum SimWireError {
     /// The plant could not be built.
     #[error(transparent)]
     Plant(#[from] coolplane_sim_plant::PlantError),
+    /// The devices' consecutive ports would run past 65535.
+    #[error("modbus base port {base}: {devices} devices need ports {base}..={last}, past 65535; choose a base port of at most {max_base} (or 0 for any free ports)")]
+    PortRange {
+        /// First port asked for.
+        base: u16,
+        /// Devices to serve.
+        devices: usize,
+        /// Last port they would need.
+        last: usize,
+        /// Highest base port that fits.
+        max_base: usize,
+    },
 }
 
 /// What kind of device an endpoint is.
@@ -125,6 +311,7 @@ struct DeviceImage {
     forced_offline: bool,
     requests: u64,
     exceptions: u64,
+    wrong_unit: u64,
 }
 
 impl DeviceImage {
@@ -147,6 +334,7 @@ impl DeviceImage {
             forced_offline: false,
             requests: 0,
             exceptions: 0,
+            wrong_unit: 0,
         }
     }
 
@@ -233,7 +421,7 @@ struct DeviceService {
 }
 
 impl tokio_modbus::server::Service for DeviceService {
-    type Request = Request<'static>;
+    type Request = SlaveRequest<'static>;
     type Response = Option<Response>;
     type Exception = ExceptionCode;
     type Future = future::Ready<Result<Self::Response, Self::Exception>>;
@@ -247,7 +435,22 @@ impl tokio_modbus::server::Service for DeviceService {
             return future::ready(Ok(None));
         }
         img.requests += 1;
-        let r = match req {
+        if req.slave != UNIT_ID {
+            // A gateway's answer for a unit that is not there: a wrong unit id in a
+            // configuration shows up at once, instead of this device answering as any unit.
+            img.wrong_unit += 1;
+            img.exceptions += 1;
+            if img.wrong_unit.is_power_of_two() {
+                tracing::warn!(
+                    unit = req.slave,
+                    served_unit = UNIT_ID,
+                    so_far = img.wrong_unit,
+                    "Modbus request for another unit id: answered 0x0B"
+                );
+            }
+            return future::ready(Err(ExceptionCode::GatewayTargetDevice));
+        }
+        let r = match req.request {
             Request::ReadInputRegisters(a, n) => img.read(Table::Input, a, n).map(Response::ReadInputRegisters),
             Request::ReadHoldingRegisters(a, n) => img.read(Table::Holding, a, n).map(Response::ReadHoldingRegisters),
             Request::WriteSingleRegister(a, w) => img.write(a, &[w]).map(|()| Response::WriteSingleRegister(a, w)),
@@ -276,11 +479,14 @@ struct Shared {
     t_s: f64,
     last: Option<Measurements>,
     telemetry_published: u64,
+    /// Telemetry messages not sent because the broker was not connected.
+    telemetry_not_sent: u64,
     commands_applied: u64,
 }
 
 /// A running simulated plant.
 pub struct SimWire {
+    counters: Vec<Arc<ServerCounters>>,
     endpoints: Vec<Endpoint>,
     images: Vec<(Role, usize, Arc<Mutex<DeviceImage>>)>,
     shared: Arc<Mutex<Shared>>,
@@ -288,8 +494,14 @@ pub struct SimWire {
 }
 
 impl SimWire {
-    /// Bind every device, connect to the broker and start stepping the plant on `clock`.
+    /// Bind every device, connect to the broker and start stepping the plant on `clock`, with
+    /// the default [`ServerLimits`].
     pub async fn start(cfg: SimWireConfig, clock: Clock) -> Result<Self, SimWireError> {
+        Self::start_with(cfg, ServerLimits::default(), clock).await
+    }
+
+    /// [`SimWire::start`] with the given limits of the devices' Modbus servers.
+    pub async fn start_with(cfg: SimWireConfig, limits: ServerLimits, clock: Clock) -> Result<Self, SimWireError> {
         let maps = [CDU_MAP, FACILITY_MAP, METER_MAP, TANK_MAP]
             .iter()
             .zip([
@@ -310,6 +522,16 @@ impl SimWire {
             plant.schedule_fault(*e);
         }
         let topo = plant.topology().clone();
+        let n_devices = topo.cdus.len() + topo.halls.len() + 1;
+        let last = cfg.modbus_base_port as usize + n_devices - 1;
+        if cfg.modbus_base_port != 0 && last > usize::from(u16::MAX) {
+            return Err(SimWireError::PortRange {
+                base: cfg.modbus_base_port,
+                devices: n_devices,
+                last,
+                max_base: usize::from(u16::MAX) + 1 - n_devices,
+            });
+        }
         let mut endpoints = Vec::new();
         let mut images = Vec::new();
         let mut tasks = Vec::new();
@@ -337,7 +559,7 @@ impl SimWire {
             let image = Arc::new(Mutex::new(DeviceImage::new(map)));
             let svc = DeviceService { image: image.clone() };
             // Accepting starts after the first plant step (connections wait in the backlog).
-            servers.push((listener, svc));
+            servers.push((listener, svc, name.clone()));
             endpoints.push(Endpoint {
                 role,
                 index,
@@ -407,12 +629,15 @@ impl SimWire {
             t_s: 0.0,
             last: None,
             telemetry_published: 0,
+            telemetry_not_sent: 0,
             commands_applied: 0,
         }));
         // MQTT: rack agents.
         let power_cmds: PowerQueue = Arc::new(Mutex::new(Vec::new()));
         let cmd_kick = Arc::new(tokio::sync::Notify::new());
         let topics = Topics::new(&sc.site.site.name);
+        let mqtt_up = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let mqtt_up2 = mqtt_up.clone();
         let mqtt_client = match &cfg.mqtt {
             Some((host, mport)) => {
                 let mut opts = MqttOptions::new(
@@ -434,11 +659,15 @@ impl SimWire {
                 let kick = cmd_kick.clone();
                 let sub_client = client.clone();
                 let topics2 = topics.clone();
+                let broker = format!("{host}:{mport}");
+                let up = mqtt_up.clone();
                 tasks.push(tokio::spawn(async move {
                     let mut backoff = Duration::from_millis(200);
+                    let mut errors: u64 = 0;
                     loop {
                         match eventloop.poll().await {
                             Ok(Event::Incoming(Packet::ConnAck(_))) => {
+                                up.store(true, Ordering::SeqCst);
                                 backoff = Duration::from_millis(200);
                                 let _ = sub_client.try_subscribe(topics2.power_limit_set_filter(), QoS::AtLeastOnce);
                             }
@@ -466,7 +695,13 @@ impl SimWire {
                                 }
                             }
                             Ok(_) => {}
-                            Err(_) => {
+                            Err(e) => {
+                                up.store(false, Ordering::SeqCst);
+                                errors += 1;
+                                if errors.is_power_of_two() {
+                                    tracing::warn!(broker = %broker, error = %e, errors_so_far = errors, "simulated racks: MQTT connection error; telemetry not sent until it is back");
+                                    eprintln!("coolplane sim: MQTT broker {broker}: {e} (retrying; telemetry is not sent meanwhile)");
+                                }
                                 tokio::time::sleep(backoff).await;
                                 backoff = (backoff * 2).min(Duration::from_secs(5));
                             }
@@ -638,7 +873,12 @@ impl SimWire {
                             );
                         }
                     }
-                    if boundary && k % tel_every == 0 {
+                    if boundary && k % tel_every == 0 && !mqtt_up2.load(Ordering::SeqCst) {
+                        // No broker: nothing is published, and nothing is counted as published.
+                        if let Ok(mut s) = shared2.lock() {
+                            s.telemetry_not_sent += topo.racks.len() as u64;
+                        }
+                    } else if boundary && k % tel_every == 0 {
                         let mut n = 0;
                         for (r, rack) in topo.racks.iter().enumerate() {
                             let g = rack.gpus.clone();
@@ -696,17 +936,14 @@ impl SimWire {
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
-        for (listener, svc) in servers {
-            tasks.push(tokio::spawn(async move {
-                let server = Server::new(listener);
-                let on_connected = |stream, socket_addr| {
-                    let svc = svc.clone();
-                    async move { accept_tcp_connection(stream, socket_addr, move |_| Ok(Some(svc.clone()))) }
-                };
-                let _ = server.serve(&on_connected, |_err| {}).await;
-            }));
+        let mut counters = Vec::new();
+        for (listener, svc, name) in servers {
+            let c = Arc::new(ServerCounters::default());
+            counters.push(c.clone());
+            tasks.push(tokio::spawn(serve_device(listener, svc, limits, c, name)));
         }
         Ok(Self {
+            counters,
             endpoints,
             images,
             shared,
@@ -751,12 +988,34 @@ impl SimWire {
         self.shared.lock().map(|s| s.telemetry_published).unwrap_or(0)
     }
 
+    /// Rack telemetry messages not sent because the broker was not connected.
+    pub fn telemetry_not_sent(&self) -> u64 {
+        self.shared.lock().map(|s| s.telemetry_not_sent).unwrap_or(0)
+    }
+
     /// Modbus requests served and exceptions answered, over all devices.
     pub fn modbus_counters(&self) -> (u64, u64) {
         self.images.iter().fold((0, 0), |(r, e), (_, _, img)| match img.lock() {
             Ok(im) => (r + im.requests, e + im.exceptions),
             Err(_) => (r, e),
         })
+    }
+
+    /// Counters of the devices' Modbus servers (accept errors, refused and idle connections,
+    /// requests for another unit id), over all devices.
+    pub fn server_stats(&self) -> ServerStats {
+        let mut st = ServerStats::default();
+        for c in &self.counters {
+            st.accept_errors += c.accept_errors.load(Ordering::Relaxed);
+            st.connections_refused += c.refused.load(Ordering::Relaxed);
+            st.idle_closed += c.idle_closed.load(Ordering::Relaxed);
+        }
+        for (_, _, img) in &self.images {
+            if let Ok(im) = img.lock() {
+                st.wrong_unit += im.wrong_unit;
+            }
+        }
+        st
     }
 
     /// Stop serving.
