@@ -339,6 +339,8 @@ pub struct HaEntity {
     pub platform: &'static str,
     /// JSON field of the state message this entity shows.
     pub field: String,
+    /// State topic of this entity when it is not the device's.
+    pub state_topic: Option<String>,
     /// `device_class` (`temperature`, `power`, `volume_flow_rate`, …), if any.
     pub device_class: Option<&'static str>,
     /// Unit of measurement, if any.
@@ -359,6 +361,7 @@ impl HaEntity {
             name: name.into(),
             platform: "sensor",
             field: key.into(),
+            state_topic: None,
             device_class,
             unit,
             command_topic: None,
@@ -409,6 +412,9 @@ impl HaDevice {
                 "value_template".into(),
                 json!(format!("{{{{ value_json.{} }}}}", e.field)),
             );
+            if let Some(t) = &e.state_topic {
+                c.insert("state_topic".into(), json!(t));
+            }
             if let Some(dc) = e.device_class {
                 c.insert("device_class".into(), json!(dc));
             }

@@ -250,6 +250,12 @@ impl Controller {
         self.mode
     }
 
+    /// The mode the operator asked for (the mode in force is `Safe` instead while the process
+    /// image is stale).
+    pub fn requested_mode(&self) -> Mode {
+        self.requested_mode
+    }
+
     /// Operator request: `Auto` or `Manual` (holding the setpoints commanded now). `Safe` forces
     /// design setpoints until another mode is requested.
     pub fn set_mode(&mut self, mode: Mode, now_s: f64) {
