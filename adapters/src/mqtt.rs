@@ -15,10 +15,10 @@
 //!   parser.
 
 use crate::clock::Clock;
+use crate::mqtt_auth::MqttAuth;
 use crate::telemetry::{
     encode_power_limit_command, parse_rack_telemetry, PowerLimitCommand, RackTelemetry, RackTopic, Topics,
 };
-use crate::mqtt_auth::MqttAuth;
 use rumqttc::{AsyncClient, Event, LastWill, MqttOptions, Packet, QoS};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -341,7 +341,10 @@ impl MqttLink {
     /// Publish a dashboard message (QoS 1; refused and counted, never awaited, when the client's
     /// request queue is full).
     pub fn publish(&self, topic: String, payload: Vec<u8>, retain: bool) -> bool {
-        let ok = self.client.try_publish(topic, QoS::AtLeastOnce, retain, payload).is_ok();
+        let ok = self
+            .client
+            .try_publish(topic, QoS::AtLeastOnce, retain, payload)
+            .is_ok();
         if let Ok(mut s) = self.state.lock() {
             if ok {
                 s.stats.published += 1;

@@ -185,7 +185,10 @@ impl std::fmt::Display for CommandError {
 
 /// Which command a topic is, if any (`None`: not a command topic of this site).
 pub fn command_target(topics: &Topics, topic: &str) -> Option<CommandTarget> {
-    let rest = topic.strip_prefix(&topics.root)?.strip_prefix('/')?.strip_suffix("/set")?;
+    let rest = topic
+        .strip_prefix(&topics.root)?
+        .strip_prefix('/')?
+        .strip_suffix("/set")?;
     let parts: Vec<&str> = rest.split('/').collect();
     match parts.as_slice() {
         ["controller", "mode"] => Some(CommandTarget::Mode),
@@ -236,7 +239,11 @@ pub fn parse_command(topics: &Topics, topic: &str, payload: &[u8], max_ttl_s: f6
     let field = target.value_field();
     for k in obj.keys() {
         if !matches!(k.as_str(), "request_id" | "ttl_s" | "release" | "reason") && k != field {
-            return Err(err(rid, "payload", format!("unknown field `{k}` (this topic takes `{field}`)")));
+            return Err(err(
+                rid,
+                "payload",
+                format!("unknown field `{k}` (this topic takes `{field}`)"),
+            ));
         }
     }
     if obj.get("release") == Some(&Value::Bool(true)) {
@@ -269,7 +276,13 @@ pub fn parse_command(topics: &Topics, topic: &str, payload: &[u8], max_ttl_s: f6
     let ttl_s = match obj.get("ttl_s").and_then(Value::as_f64) {
         Some(t) if t.is_finite() && t >= 1.0 && t <= max_ttl_s => t,
         Some(t) => return Err(err(rid, "ttl_s", format!("{t}: must be within [1, {max_ttl_s}] s"))),
-        None => return Err(err(rid, "ttl_s", "missing (every command is a lease with a time-to-live)")),
+        None => {
+            return Err(err(
+                rid,
+                "ttl_s",
+                "missing (every command is a lease with a time-to-live)",
+            ))
+        }
     };
     Ok(Command {
         request_id: request_id.unwrap_or_default(),
@@ -429,7 +442,10 @@ impl HaDevice {
                 "binary_sensor" => {
                     c.insert("payload_on".into(), json!(true));
                     c.insert("payload_off".into(), json!(false));
-                    c.insert("value_template".into(), json!(format!("{{{{ value_json.{} }}}}", e.field)));
+                    c.insert(
+                        "value_template".into(),
+                        json!(format!("{{{{ value_json.{} }}}}", e.field)),
+                    );
                     c.insert("expire_after".into(), json!(self.expire_after_s));
                 }
                 _ => {}
@@ -442,7 +458,11 @@ impl HaDevice {
                     json!(format!(
                         "{{\"request_id\": \"ha-{{{{ now().timestamp() | int }}}}\", \"{}\": {}, \"ttl_s\": 3600}}",
                         e.field,
-                        if e.platform == "select" { "\"{{ value }}\"" } else { "{{ value }}" }
+                        if e.platform == "select" {
+                            "\"{{ value }}\""
+                        } else {
+                            "{{ value }}"
+                        }
                     )),
                 );
             }
@@ -552,12 +572,28 @@ mod tests {
         let cases: &[(&[u8], Option<&str>, &str)] = &[
             (b"not json", None, "payload"),
             (br#"{"supply_temp_setpoint_c":40,"ttl_s":60}"#, None, "request_id"),
-            (br#"{"request_id":"a/b","supply_temp_setpoint_c":40,"ttl_s":60}"#, None, "request_id"),
+            (
+                br#"{"request_id":"a/b","supply_temp_setpoint_c":40,"ttl_s":60}"#,
+                None,
+                "request_id",
+            ),
             (br#"{"request_id":"x","ttl_s":60}"#, Some("x"), "supply_temp_setpoint_c"),
-            (br#"{"request_id":"x","supply_temp_setpoint_c":"hot","ttl_s":60}"#, Some("x"), "supply_temp_setpoint_c"),
+            (
+                br#"{"request_id":"x","supply_temp_setpoint_c":"hot","ttl_s":60}"#,
+                Some("x"),
+                "supply_temp_setpoint_c",
+            ),
             (br#"{"request_id":"x","supply_temp_setpoint_c":40}"#, Some("x"), "ttl_s"),
-            (br#"{"request_id":"x","supply_temp_setpoint_c":40,"ttl_s":1e9}"#, Some("x"), "ttl_s"),
-            (br#"{"request_id":"x","flow_setpoint_lpm":40,"ttl_s":60}"#, Some("x"), "payload"),
+            (
+                br#"{"request_id":"x","supply_temp_setpoint_c":40,"ttl_s":1e9}"#,
+                Some("x"),
+                "ttl_s",
+            ),
+            (
+                br#"{"request_id":"x","flow_setpoint_lpm":40,"ttl_s":60}"#,
+                Some("x"),
+                "payload",
+            ),
         ];
         for (p, rid, field) in cases {
             let e = parse_command(&t, topic, p, 86_400.0).unwrap_err();
@@ -588,7 +624,10 @@ mod tests {
             name: "CDU c1".into(),
             model: "CDU".into(),
             state_topic: "coolplane/v1/s/cdu/c1/state".into(),
-            availability: vec!["coolplane/v1/s/status".into(), "coolplane/v1/s/cdu/c1/availability".into()],
+            availability: vec![
+                "coolplane/v1/s/status".into(),
+                "coolplane/v1/s/cdu/c1/availability".into(),
+            ],
             expire_after_s: 120,
             entities: vec![e, sp],
         };

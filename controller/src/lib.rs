@@ -748,12 +748,20 @@ mod tests {
             .set_operator_setpoint(OperatorPoint::CduSupply(0), Some(90.0), 0.0)
             .unwrap_err();
         assert!(e.contains("outside the equipment range"), "{e}");
-        assert_eq!(c.operator_setpoints().cdu_supply_c[0], None, "a refused value is not held");
-        c.set_operator_setpoint(OperatorPoint::CduSupply(0), Some(42.0), 0.0).unwrap();
+        assert_eq!(
+            c.operator_setpoints().cdu_supply_c[0],
+            None,
+            "a refused value is not held"
+        );
+        c.set_operator_setpoint(OperatorPoint::CduSupply(0), Some(42.0), 0.0)
+            .unwrap();
         let before = c.setpoints().cdus[0].supply_c;
         c.tick(0.0, &image(&topo, 0.0, 70.0));
         let after = c.setpoints().cdus[0].supply_c;
-        assert!(after > before && after - before <= 1.0 + 1e-9, "rate-limited: {before} → {after}");
+        assert!(
+            after > before && after - before <= 1.0 + 1e-9,
+            "rate-limited: {before} → {after}"
+        );
         for k in 1..10 {
             c.tick(k as f64 * 60.0, &image(&topo, k as f64 * 60.0, 70.0));
         }
@@ -765,7 +773,8 @@ mod tests {
         c.tick(600.0, &img);
         assert!(c.setpoints().cdus[0].supply_c < 42.0);
         // Released: back to the policy (design for vendor-default).
-        c.set_operator_setpoint(OperatorPoint::CduSupply(0), None, 660.0).unwrap();
+        c.set_operator_setpoint(OperatorPoint::CduSupply(0), None, 660.0)
+            .unwrap();
         for k in 11..30 {
             c.tick(k as f64 * 60.0, &image(&topo, k as f64 * 60.0, 70.0));
         }

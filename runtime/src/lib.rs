@@ -148,15 +148,20 @@ impl MqttSection {
             return Err("mqtt.username and mqtt.password_file go together".into());
         }
         if self.accept_commands && self.username.is_none() && !self.allow_unauthenticated_commands {
-            return Err("mqtt: commands are accepted (mqtt.accept_commands = true) but the link has no credentials \
+            return Err(
+                "mqtt: commands are accepted (mqtt.accept_commands = true) but the link has no credentials \
                  (mqtt.username / mqtt.password_file): anyone who reaches the broker could command setpoints. \
                  Give the daemon credentials on a broker whose ACL lets only operators publish `…/set` \
                  (see examples/mosquitto/), or set mqtt.accept_commands = false, or accept the risk with \
                  mqtt.allow_unauthenticated_commands = true"
-                .into());
+                    .into(),
+            );
         }
         if !(self.max_command_ttl_s.is_finite() && self.max_command_ttl_s >= 1.0) {
-            return Err(format!("mqtt.max_command_ttl_s = {}: must be at least 1 s", self.max_command_ttl_s));
+            return Err(format!(
+                "mqtt.max_command_ttl_s = {}: must be at least 1 s",
+                self.max_command_ttl_s
+            ));
         }
         if self.commands_per_min == 0 {
             return Err("mqtt.commands_per_min = 0: must be at least 1".into());
@@ -520,7 +525,9 @@ impl Daemon {
                 );
                 mc.control_filters = op.filters();
                 if m.accept_commands && m.username.is_none() {
-                    tracing::warn!("MQTT commands accepted without authentication (mqtt.allow_unauthenticated_commands)");
+                    tracing::warn!(
+                        "MQTT commands accepted without authentication (mqtt.allow_unauthenticated_commands)"
+                    );
                     eprintln!(
                         "coolplane: WARNING: accepting MQTT commands over a link without credentials \
                          (mqtt.allow_unauthenticated_commands = true): anyone who reaches {}:{} can command setpoints",

@@ -265,7 +265,16 @@ impl Operator {
                         let target = coolplane_adapters::operator::command_target(&self.topics, &msg.topic)
                             .map(|t| t.key())
                             .unwrap_or_default();
-                        self.result(mqtt, now_s, id, ResultStatus::Rejected, &target, None, None, e.to_string());
+                        self.result(
+                            mqtt,
+                            now_s,
+                            id,
+                            ResultStatus::Rejected,
+                            &target,
+                            None,
+                            None,
+                            e.to_string(),
+                        );
                     }
                 }
             }
@@ -349,8 +358,20 @@ impl Operator {
         let reject = |this: &mut Self, detail: String| {
             this.stats.rejected += 1;
             tracing::warn!(request_id = %c.request_id, target = %key, %detail, "command refused");
-            eprintln!("coolplane operator: command {} on {key} refused: {detail}", c.request_id);
-            this.result(mqtt, now_s, &c.request_id, ResultStatus::Rejected, &key, None, None, detail);
+            eprintln!(
+                "coolplane operator: command {} on {key} refused: {detail}",
+                c.request_id
+            );
+            this.result(
+                mqtt,
+                now_s,
+                &c.request_id,
+                ResultStatus::Rejected,
+                &key,
+                None,
+                None,
+                detail,
+            );
         };
         // Rate limit over the last minute of plant time, all operators together.
         while self.recent.front().is_some_and(|t| now_s - t >= 60.0) {
@@ -359,10 +380,7 @@ impl Operator {
         if self.recent.len() >= self.opts.commands_per_min {
             return reject(
                 self,
-                format!(
-                    "rate limit: at most {} commands per minute",
-                    self.opts.commands_per_min
-                ),
+                format!("rate limit: at most {} commands per minute", self.opts.commands_per_min),
             );
         }
         self.recent.push_back(now_s);
@@ -375,9 +393,27 @@ impl Operator {
             let detail = format!("lease {} released: reverted", l.request_id);
             tracing::info!(target = %key, request_id = %c.request_id, "{detail}");
             eprintln!("coolplane operator: {key}: {detail}");
-            self.result(mqtt, now_s, &l.request_id, ResultStatus::Released, &key, None, None, detail.clone());
+            self.result(
+                mqtt,
+                now_s,
+                &l.request_id,
+                ResultStatus::Released,
+                &key,
+                None,
+                None,
+                detail.clone(),
+            );
             if l.request_id != c.request_id {
-                self.result(mqtt, now_s, &c.request_id, ResultStatus::Released, &key, None, None, detail);
+                self.result(
+                    mqtt,
+                    now_s,
+                    &c.request_id,
+                    ResultStatus::Released,
+                    &key,
+                    None,
+                    None,
+                    detail,
+                );
             }
             return;
         }
@@ -573,7 +609,11 @@ impl Operator {
         }
         if self.opts.discovery && std::mem::take(&mut self.discovery_due) {
             for d in self.discovery(ctl) {
-                mqtt.publish(d.config_topic(), serde_json::to_vec(&d.config_payload()).unwrap_or_default(), true);
+                mqtt.publish(
+                    d.config_topic(),
+                    serde_json::to_vec(&d.config_payload()).unwrap_or_default(),
+                    true,
+                );
             }
             self.stats.discovery_published += 1;
         }
@@ -629,7 +669,12 @@ impl Operator {
             });
             mqtt.publish(t.hall_state(&hall.name), v.to_string().into_bytes(), true);
             let name = format!("{}-fws", hall.name);
-            set_availability(&mut self.availability, mqtt, &format!("{}/hall/{}/availability", t.root, hall.name), device_ok(&name));
+            set_availability(
+                &mut self.availability,
+                mqtt,
+                &format!("{}/hall/{}/availability", t.root, hall.name),
+                device_ok(&name),
+            );
         }
         for (c, cdu) in self.topo.cdus.iter().enumerate() {
             let x = &m.cdus[c];
@@ -661,7 +706,12 @@ impl Operator {
                 "twin_ua_kw_per_k": ce.map(|e| num(e.ua_kw_per_k.value)),
             });
             mqtt.publish(t.cdu_state(&cdu.name), v.to_string().into_bytes(), true);
-            set_availability(&mut self.availability, mqtt, &t.cdu_availability(&cdu.name), device_ok(&cdu.name));
+            set_availability(
+                &mut self.availability,
+                mqtt,
+                &t.cdu_availability(&cdu.name),
+                device_ok(&cdu.name),
+            );
         }
         for (r, rack) in self.topo.racks.iter().enumerate() {
             let x = &m.racks[r];
@@ -676,7 +726,12 @@ impl Operator {
                 "twin_it_kw": est.racks.get(r).map(|e| num(e.it_kw.value)),
             });
             mqtt.publish(t.rack_state(&rack.name), v.to_string().into_bytes(), true);
-            set_availability(&mut self.availability, mqtt, &format!("{}/rack/{}/availability", t.root, rack.name), Some(ok));
+            set_availability(
+                &mut self.availability,
+                mqtt,
+                &format!("{}/rack/{}/availability", t.root, rack.name),
+                Some(ok),
+            );
         }
         for e in events {
             let v = json!({
@@ -689,7 +744,6 @@ impl Operator {
             mqtt.publish(t.event(severity_name(e.severity)), v.to_string().into_bytes(), false);
         }
     }
-
 
     /// Home Assistant devices: the site, each hall, each CDU, and each CDU's rack row.
     pub fn discovery(&self, ctl: &Controller) -> Vec<HaDevice> {
@@ -709,7 +763,12 @@ impl Operator {
             HaEntity::sensor("budget_kw", "Power budget", Some("power"), Some("kW")),
             HaEntity::sensor("headroom_kw", "Power headroom", Some("power"), Some("kW")),
             HaEntity::sensor("hottest_gpu_c", "Hottest GPU", Some("temperature"), Some("°C")),
-            HaEntity::sensor("hottest_gpu_margin_k", "Hottest GPU margin to slowdown", None, Some("K")),
+            HaEntity::sensor(
+                "hottest_gpu_margin_k",
+                "Hottest GPU margin to slowdown",
+                None,
+                Some("K"),
+            ),
             HaEntity::sensor("twin_margin_k", "Twin thermal margin", None, Some("K")),
         ];
         let mut mode = HaEntity::sensor("mode", "Controller mode", None, None);
@@ -733,16 +792,38 @@ impl Operator {
         for (h, hall) in self.topo.halls.iter().enumerate() {
             let mut e = vec![
                 HaEntity::sensor("it_kw", "IT power", Some("power"), Some("kW")),
-                HaEntity::sensor("facility_supply_temp_c", "Facility water supply", Some("temperature"), Some("°C")),
-                HaEntity::sensor("facility_return_temp_c", "Facility water return", Some("temperature"), Some("°C")),
+                HaEntity::sensor(
+                    "facility_supply_temp_c",
+                    "Facility water supply",
+                    Some("temperature"),
+                    Some("°C"),
+                ),
+                HaEntity::sensor(
+                    "facility_return_temp_c",
+                    "Facility water return",
+                    Some("temperature"),
+                    Some("°C"),
+                ),
                 HaEntity::sensor("twin_margin_k", "Twin thermal margin", None, Some("K")),
             ];
-            if let Some(topic) = cmd(format!("{}/hall/{}/facility_supply_temp_setpoint_c/set", t.root, hall.name)) {
-                let mut n = HaEntity::sensor("facility_sp", "Facility supply setpoint", Some("temperature"), Some("°C"));
+            if let Some(topic) = cmd(format!(
+                "{}/hall/{}/facility_supply_temp_setpoint_c/set",
+                t.root, hall.name
+            )) {
+                let mut n = HaEntity::sensor(
+                    "facility_sp",
+                    "Facility supply setpoint",
+                    Some("temperature"),
+                    Some("°C"),
+                );
                 n.platform = "number";
                 n.field = "facility_supply_temp_setpoint_c".into();
                 n.command_topic = Some(topic);
-                n.range = Some((limits.facilities[h].supply_min_c, limits.facilities[h].supply_max_c, 0.1));
+                n.range = Some((
+                    limits.facilities[h].supply_min_c,
+                    limits.facilities[h].supply_max_c,
+                    0.1,
+                ));
                 e.push(n);
             }
             out.push(HaDevice {
@@ -867,12 +948,22 @@ mod tests {
             .find(|c| c["p"] == "number")
             .unwrap();
         assert_eq!(sp["min"], ctl.limits().cdus[0].supply_min_c);
-        assert!(sp["command_topic"].as_str().unwrap().ends_with("/supply_temp_setpoint_c/set"));
+        assert!(sp["command_topic"]
+            .as_str()
+            .unwrap()
+            .ends_with("/supply_temp_setpoint_c/set"));
         let row = d.iter().find(|x| x.model == "rack row").unwrap();
         assert_eq!(row.entities.len(), 24, "12 racks × (hottest GPU, IT power)");
-        assert!(row.entities[0].state_topic.as_deref().unwrap().ends_with("/rack/hall-a-r001/state"));
+        assert!(row.entities[0]
+            .state_topic
+            .as_deref()
+            .unwrap()
+            .ends_with("/rack/hall-a-r001/state"));
         let site = d[0].config_payload();
-        assert_eq!(site["cmps"]["coolplane_hall-10k_site_site_pue"]["state_class"], "measurement");
+        assert_eq!(
+            site["cmps"]["coolplane_hall-10k_site_site_pue"]["state_class"],
+            "measurement"
+        );
         assert_eq!(site["cmps"]["coolplane_hall-10k_site_site_mode"]["p"], "select");
         // Without commands, no command entities.
         let mut o2 = o;
