@@ -14,6 +14,8 @@ pub mod clock;
 pub mod image;
 pub mod modbus;
 pub mod mqtt;
+pub mod mqtt_auth;
+pub mod operator;
 pub mod regmap;
 pub mod telemetry;
 

@@ -23,10 +23,16 @@
 //!   `timestamp_future`, older than `max_age` (300 s) is `timestamp_old` (a retained message of a
 //!   rack that is gone never makes it look alive); an accepted message's sample time is its
 //!   arrival less its age, so freshness counts from when it was sampled.
+//! - Credentials (username/password) and TLS (rustls with the `ring` provider, a CA file) are
+//!   optional ([`MqttConfig::auth`]); other subscriptions (operator commands, Home Assistant's
+//!   status) go to a second bounded inbox ([`MqttLink::drain_control`]), never to the telemetry
+//!   parser.
 
 use crate::clock::Clock;
+use crate::mqtt_auth::MqttAuth;
 use crate::telemetry::{
-    encode_power_limit_command, parse_rack_telemetry, PowerLimitCommand, RackTelemetry, Topics, MAX_PAYLOAD_BYTES,
+    encode_power_limit_command, parse_rack_telemetry, PowerLimitCommand, RackTelemetry, RackTopic, Topics,
+    MAX_PAYLOAD_BYTES,
 };
 use rumqttc::{AsyncClient, Event, LastWill, MqttOptions, Packet, QoS};
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -70,6 +76,13 @@ pub struct MqttConfig {
     /// A message stamped longer ago than this (wall clock) is rejected (`timestamp_old`): a
     /// retained message from a rack that is gone must not make it look alive.
     pub max_age: Duration,
+    /// Credentials and TLS (default: anonymous, plain TCP).
+    pub auth: MqttAuth,
+    /// Further subscriptions (operator commands, `homeassistant/status`): their messages go to the
+    /// control inbox ([`MqttLink::drain_control`]).
+    pub control_filters: Vec<String>,
+    /// Capacity of the control inbox (oldest dropped and counted when full).
+    pub control_capacity: usize,
 }
 
 /// MQTT's largest packet (the remaining-length field's maximum, 256 MiB − 1).
@@ -102,8 +115,22 @@ impl MqttConfig {
             max_packet_bytes: MQTT_MAX_PACKET_BYTES,
             max_clock_skew: Duration::from_secs(30),
             max_age: Duration::from_secs(300),
+            auth: MqttAuth::default(),
+            control_filters: Vec::new(),
+            control_capacity: 1024,
         }
     }
+}
+
+/// A message on one of [`MqttConfig::control_filters`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct ControlMessage {
+    /// Topic.
+    pub topic: String,
+    /// Payload.
+    pub payload: Vec<u8>,
+    /// The broker delivered it as a retained message (a command replayed, not sent now).
+    pub retain: bool,
 }
 
 /// Counters of the MQTT link.
@@ -129,6 +156,14 @@ pub struct MqttStats {
     pub commands_refused: u64,
     /// Last rejection, for operators.
     pub last_rejection: Option<String>,
+    /// Control messages (commands, Home Assistant status) received.
+    pub control_received: u64,
+    /// Control messages dropped because the control inbox was full.
+    pub control_dropped: u64,
+    /// Dashboard and result messages published.
+    pub published: u64,
+    /// Dashboard and result messages refused (client queue full).
+    pub publish_refused: u64,
 }
 
 /// Latest telemetry of one rack with its sampling time (plant time, s).
@@ -185,6 +220,7 @@ struct State {
     latest: Vec<Option<RackSample>>,
     stats: MqttStats,
     queue: VecDeque<(String, Vec<u8>)>,
+    control: VecDeque<ControlMessage>,
 }
 
 impl State {
@@ -218,11 +254,14 @@ impl MqttLink {
         opts.set_clean_session(true);
         opts.set_max_packet_size(cfg.max_packet_bytes, 4 * 1024 * 1024);
         opts.set_last_will(LastWill::new(topics.status(), "offline", QoS::AtLeastOnce, true));
-        let (client, mut eventloop) = AsyncClient::new(opts, 256);
+        cfg.auth.apply(&mut opts);
+        // Room for one tick of dashboard state (a message per rack, CDU, hall) beside the power limits.
+        let (client, mut eventloop) = AsyncClient::new(opts, (cfg.racks.len() * 4).max(256));
         let state = Arc::new(Mutex::new(State {
             latest: vec![None; cfg.racks.len()],
             stats: MqttStats::default(),
             queue: VecDeque::new(),
+            control: VecDeque::new(),
         }));
         let notify = Arc::new(Notify::new());
         let rack_index: HashMap<String, usize> = cfg.racks.iter().enumerate().map(|(i, r)| (r.clone(), i)).collect();
@@ -240,10 +279,29 @@ impl MqttLink {
                         Ok(Event::Incoming(Packet::ConnAck(_))) => {
                             backoff = cfg.backoff_initial;
                             let _ = client.try_subscribe(topics.rack_telemetry_filter(), QoS::AtMostOnce);
+                            for f in &cfg.control_filters {
+                                let _ = client.try_subscribe(f.clone(), QoS::AtLeastOnce);
+                            }
                             let _ = client.try_publish(topics.status(), QoS::AtLeastOnce, true, "online");
                             if let Ok(mut s) = state.lock() {
                                 s.stats.connected = true;
                                 s.stats.connects += 1;
+                            }
+                        }
+                        Ok(Event::Incoming(Packet::Publish(p)))
+                            if !matches!(topics.rack_topic(&p.topic), Some((_, RackTopic::Telemetry))) =>
+                        {
+                            if let Ok(mut s) = state.lock() {
+                                s.stats.control_received += 1;
+                                if s.control.len() >= cfg.control_capacity {
+                                    s.control.pop_front();
+                                    s.stats.control_dropped += 1;
+                                }
+                                s.control.push_back(ControlMessage {
+                                    topic: p.topic.clone(),
+                                    payload: p.payload.to_vec(),
+                                    retain: p.retain,
+                                });
                             }
                         }
                         Ok(Event::Incoming(Packet::Publish(p))) => {
@@ -383,6 +441,31 @@ impl MqttLink {
     /// Counters.
     pub fn stats(&self) -> MqttStats {
         self.state.lock().map(|s| s.stats.clone()).unwrap_or_default()
+    }
+
+    /// Take the control messages (commands, Home Assistant status) received since the last call.
+    pub fn drain_control(&self) -> Vec<ControlMessage> {
+        self.state
+            .lock()
+            .map(|mut s| s.control.drain(..).collect())
+            .unwrap_or_default()
+    }
+
+    /// Publish a dashboard message (QoS 1; refused and counted, never awaited, when the client's
+    /// request queue is full).
+    pub fn publish(&self, topic: String, payload: Vec<u8>, retain: bool) -> bool {
+        let ok = self
+            .client
+            .try_publish(topic, QoS::AtLeastOnce, retain, payload)
+            .is_ok();
+        if let Ok(mut s) = self.state.lock() {
+            if ok {
+                s.stats.published += 1;
+            } else {
+                s.stats.publish_refused += 1;
+            }
+        }
+        ok
     }
 
     /// Publish new power limits for a rack (not retained; refused, not queued, when the client's

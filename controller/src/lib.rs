@@ -160,6 +160,31 @@ pub struct Controller {
     events: Vec<ControllerEvent>,
     last_reasons: Vec<String>,
     writes: u64,
+    operator: OperatorSetpoints,
+}
+
+/// Setpoints an operator holds (leases kept by the runtime): each replaces the policy's proposal
+/// for its equipment while the data is fresh and the mode is not `Safe`; the thermal guard,
+/// equipment limits and rate limits still apply to it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct OperatorSetpoints {
+    /// Per CDU: supply temperature, °C.
+    pub cdu_supply_c: Vec<Option<f64>>,
+    /// Per CDU: secondary flow, L/min.
+    pub cdu_flow_lpm: Vec<Option<f64>>,
+    /// Per hall: facility water supply temperature, °C.
+    pub facility_supply_c: Vec<Option<f64>>,
+}
+
+/// Which operator setpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OperatorPoint {
+    /// CDU supply temperature, °C.
+    CduSupply(usize),
+    /// CDU secondary flow, L/min.
+    CduFlow(usize),
+    /// Hall facility water supply temperature, °C.
+    FacilitySupply(usize),
 }
 
 impl Controller {
@@ -184,7 +209,75 @@ impl Controller {
             events: Vec::new(),
             last_reasons: Vec::new(),
             writes: 0,
+            operator: OperatorSetpoints {
+                cdu_supply_c: vec![None; topo_cdus_len(site)],
+                cdu_flow_lpm: vec![None; topo_cdus_len(site)],
+                facility_supply_c: vec![None; site.halls.len()],
+            },
         }
+    }
+
+    /// Setpoints operators hold now.
+    pub fn operator_setpoints(&self) -> &OperatorSetpoints {
+        &self.operator
+    }
+
+    /// Hold (`Some`) or release (`None`) an operator setpoint. A value outside the equipment's
+    /// range is refused with the range (it is never clamped silently); an accepted value still
+    /// passes the thermal guard and the rate limits every tick. Returns the value held.
+    pub fn set_operator_setpoint(
+        &mut self,
+        point: OperatorPoint,
+        value: Option<f64>,
+        now_s: f64,
+    ) -> Result<Option<f64>, String> {
+        let (slot, range, unit, what) = match point {
+            OperatorPoint::CduSupply(c) => {
+                let l = self.limits.cdus.get(c).ok_or_else(|| format!("no CDU {c}"))?;
+                (
+                    &mut self.operator.cdu_supply_c[c],
+                    (l.supply_min_c, l.supply_max_c),
+                    "°C",
+                    format!("{} supply setpoint", self.topo.cdus[c].name),
+                )
+            }
+            OperatorPoint::CduFlow(c) => {
+                let l = self.limits.cdus.get(c).ok_or_else(|| format!("no CDU {c}"))?;
+                (
+                    &mut self.operator.cdu_flow_lpm[c],
+                    (l.flow_min_lpm, l.flow_max_lpm),
+                    "L/min",
+                    format!("{} flow setpoint", self.topo.cdus[c].name),
+                )
+            }
+            OperatorPoint::FacilitySupply(h) => {
+                let l = self.limits.facilities.get(h).ok_or_else(|| format!("no hall {h}"))?;
+                (
+                    &mut self.operator.facility_supply_c[h],
+                    (l.supply_min_c, l.supply_max_c),
+                    "°C",
+                    format!("{} facility water supply setpoint", self.topo.halls[h].name),
+                )
+            }
+        };
+        if let Some(v) = value {
+            if !(v.is_finite() && v >= range.0 && v <= range.1) {
+                return Err(format!(
+                    "{what}: {v} {unit} is outside the equipment range [{}, {}] {unit}",
+                    range.0, range.1
+                ));
+            }
+        }
+        let old = *slot;
+        *slot = value;
+        if old != value {
+            let msg = match value {
+                Some(v) => format!("operator holds {what} at {v} {unit}"),
+                None => format!("operator released {what}: back to the policy"),
+            };
+            self.event(now_s, Severity::Info, msg);
+        }
+        Ok(value)
     }
 
     /// Name of the policy in use.
@@ -195,6 +288,12 @@ impl Controller {
     /// Current mode.
     pub fn mode(&self) -> Mode {
         self.mode
+    }
+
+    /// The mode the operator asked for (the mode in force is `Safe` instead while the process
+    /// image is stale).
+    pub fn requested_mode(&self) -> Mode {
+        self.requested_mode
     }
 
     /// Operator request: `Auto` or `Manual` (holding the setpoints commanded now). `Safe` forces
@@ -384,7 +483,14 @@ impl Controller {
             let mut target = if self.cdu_stale[c] || self.mode == Mode::Safe {
                 design.cdus[c]
             } else {
-                self.proposal.cdus[c]
+                let mut t = self.proposal.cdus[c];
+                if let Some(v) = self.operator.cdu_supply_c[c] {
+                    t.supply_c = v;
+                }
+                if let Some(v) = self.operator.cdu_flow_lpm[c] {
+                    t.flow_lpm = v;
+                }
+                t
             };
             // Thermal guard: a GPU near slowdown overrides any policy.
             let hottest = self.topo.cdus[c]
@@ -473,7 +579,7 @@ impl Controller {
             let mut target = if hall_stale || self.mode == Mode::Safe {
                 design.facilities[h]
             } else {
-                self.proposal.facilities[h]
+                self.operator.facility_supply_c[h].unwrap_or(self.proposal.facilities[h])
             };
             // The facility water must stay below the coldest commanded CDU supply minus an approach.
             let coldest = self.topo.halls[h]
@@ -619,6 +725,10 @@ impl Controller {
     }
 }
 
+fn topo_cdus_len(site: &Site) -> usize {
+    Topology::new(site).cdus.len()
+}
+
 /// A setpoint is written when the device's read-back value is unknown (NaN) or differs from the
 /// wanted value by more than the deadband.
 fn needs_write(wanted: f64, read_back: f64, deadband: f64) -> bool {
@@ -760,6 +870,49 @@ mod tests {
         assert_eq!(a.cdus[0].flow_setpoint_lpm, Some(2376.0));
         assert_eq!(a.cdus[1].supply_temp_setpoint_c, None);
         assert!(c.drain_events().iter().any(|e| e.severity == Severity::Critical));
+    }
+
+    #[test]
+    fn operator_setpoint_is_range_checked_rate_limited_guarded_and_released() {
+        let (mut c, topo) = ctl("vendor-default");
+        let e = c
+            .set_operator_setpoint(OperatorPoint::CduSupply(0), Some(90.0), 0.0)
+            .unwrap_err();
+        assert!(e.contains("outside the equipment range"), "{e}");
+        assert_eq!(
+            c.operator_setpoints().cdu_supply_c[0],
+            None,
+            "a refused value is not held"
+        );
+        c.set_operator_setpoint(OperatorPoint::CduSupply(0), Some(42.0), 0.0)
+            .unwrap();
+        let before = c.setpoints().cdus[0].supply_c;
+        c.tick(0.0, &image(&topo, 0.0, 70.0));
+        let after = c.setpoints().cdus[0].supply_c;
+        assert!(
+            after > before && after - before <= 1.0 + 1e-9,
+            "rate-limited: {before} → {after}"
+        );
+        for k in 1..10 {
+            c.tick(k as f64 * 60.0, &image(&topo, k as f64 * 60.0, 70.0));
+        }
+        assert_eq!(c.setpoints().cdus[0].supply_c, 42.0, "held by the operator");
+        assert!(c.setpoints().cdus[1].supply_c < 42.0, "other CDUs untouched");
+        // The thermal guard still acts on an operator's setpoint.
+        let mut img = image(&topo, 600.0, 70.0);
+        img.racks[0].gpu_temp_max_c = Reading::good(86.0, 600.0);
+        c.tick(600.0, &img);
+        assert!(c.setpoints().cdus[0].supply_c < 42.0);
+        // Released: back to the policy (design for vendor-default).
+        c.set_operator_setpoint(OperatorPoint::CduSupply(0), None, 660.0)
+            .unwrap();
+        for k in 11..30 {
+            c.tick(k as f64 * 60.0, &image(&topo, k as f64 * 60.0, 70.0));
+        }
+        assert_eq!(c.setpoints().cdus[0].supply_c, before);
+        let ev = c.drain_events();
+        assert!(ev.iter().any(|e| e.message.contains("operator holds")), "{ev:?}");
+        assert!(ev.iter().any(|e| e.message.contains("operator released")), "{ev:?}");
     }
 
     #[test]

@@ -337,10 +337,11 @@ pub fn daemon_config_for(
             speed,
         },
         controller: Default::default(),
+        // The demo's broker is on loopback and anonymous: commands are accepted from anyone on this
+        // machine, explicitly (a production daemon needs credentials, see examples/mosquitto/).
         mqtt: mqtt.map(|(host, port)| MqttSection {
-            host,
-            port,
-            client_id: format!("coolplane-{}", std::process::id()),
+            allow_unauthenticated_commands: true,
+            ..MqttSection::new(&host, port, &format!("coolplane-{}", std::process::id()))
         }),
         devices: sim
             .endpoints()
@@ -538,6 +539,11 @@ pub fn demo(a: &DemoArgs) -> Result<()> {
             duration_s / 3600.0
         );
         let mut cfg = daemon_config_for(&sim, &a.sim.site, &a.policy, a.tick, a.sim.speed, Some(broker.clone()));
+        eprintln!(
+            "coolplane demo: operator state on coolplane/v1/{site}/# and Home Assistant discovery on homeassistant/device/+/config; \
+             commands on coolplane/v1/{site}/…/set are accepted WITHOUT authentication (demo only: allow_unauthenticated_commands = true)",
+            site = scenario.site.site.name
+        );
         if !a.no_api {
             cfg.api = Some(coolplane_runtime::http::ApiConfig {
                 listen: a.api_listen.clone(),

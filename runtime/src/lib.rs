@@ -10,6 +10,7 @@
 //! controller turns into safe setpoints.
 
 pub mod http;
+pub mod operator;
 
 use coolplane_adapters::clock::Clock;
 use coolplane_adapters::image::WirePlant;
@@ -96,6 +97,87 @@ pub struct MqttSection {
     /// Client id.
     #[serde(default = "default_client_id")]
     pub client_id: String,
+    /// Username on the broker (with `password_file`); absent: anonymous.
+    #[serde(default)]
+    pub username: Option<String>,
+    /// File holding the password (first line; relative to the configuration file).
+    #[serde(default)]
+    pub password_file: Option<String>,
+    /// PEM file of the CA that signed the broker's certificate: connect over TLS (rustls).
+    #[serde(default)]
+    pub ca_file: Option<String>,
+    /// Listen for operator commands (`…/set` topics).
+    #[serde(default = "yes")]
+    pub accept_commands: bool,
+    /// Accept commands over a link without credentials (anyone who reaches the broker could
+    /// command setpoints): only for a loopback demo or a broker that authenticates otherwise.
+    #[serde(default)]
+    pub allow_unauthenticated_commands: bool,
+    /// Longest command lease, s.
+    #[serde(default = "default_max_ttl")]
+    pub max_command_ttl_s: f64,
+    /// Commands accepted per minute (all operators together).
+    #[serde(default = "default_cmd_rate")]
+    pub commands_per_min: usize,
+    /// Publish Home Assistant MQTT discovery.
+    #[serde(default = "yes")]
+    pub discovery: bool,
+}
+
+impl MqttSection {
+    /// An anonymous link to `host:port`, commands accepted only where the caller says so.
+    pub fn new(host: &str, port: u16, client_id: &str) -> Self {
+        Self {
+            host: host.to_string(),
+            port,
+            client_id: client_id.to_string(),
+            username: None,
+            password_file: None,
+            ca_file: None,
+            accept_commands: true,
+            allow_unauthenticated_commands: false,
+            max_command_ttl_s: default_max_ttl(),
+            commands_per_min: default_cmd_rate(),
+            discovery: true,
+        }
+    }
+
+    /// Refuse a configuration that would take commands from anyone.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.username.is_some() != self.password_file.is_some() {
+            return Err("mqtt.username and mqtt.password_file go together".into());
+        }
+        if self.accept_commands && self.username.is_none() && !self.allow_unauthenticated_commands {
+            return Err(
+                "mqtt: commands are accepted (mqtt.accept_commands = true) but the link has no credentials \
+                 (mqtt.username / mqtt.password_file): anyone who reaches the broker could command setpoints. \
+                 Give the daemon credentials on a broker whose ACL lets only operators publish `…/set` \
+                 (see examples/mosquitto/), or set mqtt.accept_commands = false, or accept the risk with \
+                 mqtt.allow_unauthenticated_commands = true"
+                    .into(),
+            );
+        }
+        if !(self.max_command_ttl_s.is_finite() && self.max_command_ttl_s >= 1.0) {
+            return Err(format!(
+                "mqtt.max_command_ttl_s = {}: must be at least 1 s",
+                self.max_command_ttl_s
+            ));
+        }
+        if self.commands_per_min == 0 {
+            return Err("mqtt.commands_per_min = 0: must be at least 1".into());
+        }
+        Ok(())
+    }
+}
+
+fn yes() -> bool {
+    true
+}
+fn default_max_ttl() -> f64 {
+    86_400.0
+}
+fn default_cmd_rate() -> usize {
+    30
 }
 
 fn default_mqtt_port() -> u16 {
@@ -235,6 +317,9 @@ impl DaemonConfig {
         if let Some(api) = &c.api {
             api.validate().map_err(|e| cfg_err(file, e))?;
         }
+        if let Some(m) = &c.mqtt {
+            m.validate().map_err(|e| cfg_err(file, e))?;
+        }
         for (i, d) in c.devices.iter().enumerate() {
             d.address
                 .parse::<SocketAddr>()
@@ -330,6 +415,7 @@ pub struct Daemon {
     twin: coolplane_twin::Twin,
     twin_t0: Option<f64>,
     api: Option<http::ApiState>,
+    operator: Option<operator::Operator>,
 }
 
 fn load_map(base: &Path, spec: &str) -> Result<RegisterMap, String> {
@@ -445,11 +531,19 @@ impl Daemon {
             }
             *slot = Some(h);
         }
-        let mqtt = cfg.mqtt.as_ref().map(|m| {
-            let racks: Vec<String> = topo.racks.iter().map(|r| r.name.clone()).collect();
-            let gpus: Vec<usize> = topo.racks.iter().map(|r| r.gpus.len()).collect();
-            MqttLink::start(
-                MqttConfig::new(
+        let epoch_unix_s = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs_f64())
+            .unwrap_or(0.0)
+            - clock.now_s() / clock.speed();
+        let mut operator = None;
+        let mqtt = match cfg.mqtt.as_ref() {
+            None => None,
+            Some(m) => {
+                m.validate().map_err(|e| cfg_err(file, e))?;
+                let racks: Vec<String> = topo.racks.iter().map(|r| r.name.clone()).collect();
+                let gpus: Vec<usize> = topo.racks.iter().map(|r| r.gpus.len()).collect();
+                let mut mc = MqttConfig::new(
                     &m.host,
                     m.port,
                     &m.client_id,
@@ -457,19 +551,57 @@ impl Daemon {
                     racks,
                     gpus,
                     site.gpu.slowdown_c as f32,
-                ),
-                clock,
-            )
-        });
+                );
+                if let (Some(u), Some(pf)) = (&m.username, &m.password_file) {
+                    let path = base.join(pf);
+                    let text = std::fs::read_to_string(&path)
+                        .map_err(|e| cfg_err(file, format!("mqtt.password_file: {}: {e}", path.display())))?;
+                    let pw = text.lines().next().unwrap_or("").trim_end().to_string();
+                    if pw.is_empty() {
+                        return Err(cfg_err(file, format!("mqtt.password_file: {}: empty", path.display())));
+                    }
+                    mc.auth.credentials = Some((u.clone(), pw));
+                }
+                if let Some(ca) = &m.ca_file {
+                    let path = base.join(ca);
+                    let pem = std::fs::read(&path)
+                        .map_err(|e| cfg_err(file, format!("mqtt.ca_file: {}: {e}", path.display())))?;
+                    mc.auth.tls = Some(
+                        coolplane_adapters::mqtt_auth::tls_client_config(&pem)
+                            .map_err(|e| cfg_err(file, format!("mqtt.ca_file: {}: {e}", path.display())))?,
+                    );
+                }
+                let op = operator::Operator::new(
+                    operator::OperatorOptions {
+                        accept_commands: m.accept_commands,
+                        max_ttl_s: m.max_command_ttl_s,
+                        commands_per_min: m.commands_per_min,
+                        discovery: m.discovery,
+                        expire_after_s: (cfg.controller.stale_after_s / cfg.daemon.speed).ceil().max(30.0) as u64,
+                    },
+                    &site.site.name,
+                    topo.clone(),
+                    epoch_unix_s,
+                );
+                mc.control_filters = op.filters();
+                if m.accept_commands && m.username.is_none() {
+                    tracing::warn!(
+                        "MQTT commands accepted without authentication (mqtt.allow_unauthenticated_commands)"
+                    );
+                    eprintln!(
+                        "coolplane: WARNING: accepting MQTT commands over a link without credentials \
+                         (mqtt.allow_unauthenticated_commands = true): anyone who reaches {}:{} can command setpoints",
+                        m.host, m.port
+                    );
+                }
+                operator = Some(op);
+                Some(MqttLink::start(mc, clock))
+            }
+        };
         let policy = coolplane_policies::by_name(&cfg.daemon.policy)
             .map_err(|e| cfg_err(file, format!("daemon.policy: {e}")))?;
         let controller = Controller::new(&site, policy, cfg.controller);
         let api = cfg.api.as_ref().map(|a| {
-            let epoch_unix_s = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_secs_f64())
-                .unwrap_or(0.0)
-                - clock.now_s() / clock.speed();
             http::ApiState::new(
                 &site,
                 a,
@@ -491,6 +623,7 @@ impl Daemon {
             ),
             twin_t0: None,
             api,
+            operator,
         })
     }
 
@@ -519,6 +652,11 @@ impl Daemon {
     pub fn tick(&mut self, report: &mut DaemonReport) -> TickStatus {
         let now = self.clock.now_s();
         let m = self.wire.measurements(now);
+        // Operator commands received since the last tick act on this tick (through the safety
+        // envelope); lapsed leases revert.
+        if let (Some(op), Some(mqtt)) = (self.operator.as_mut(), self.wire.mqtt.as_ref()) {
+            op.before_tick(now, &mut self.controller, self.api.as_ref(), mqtt);
+        }
         let mut actions = self.controller.tick(now, &m);
         if let Some(api) = &self.api {
             api.on_tick(now, &m, &mut actions);
@@ -563,9 +701,7 @@ impl Daemon {
         for r in applied.refused {
             eprintln!("coolplane: {r}");
         }
-        if report.events.len() < 100_000 {
-            report.events.extend(self.controller.drain_events());
-        }
+        let events = self.controller.drain_events();
         let hottest = m
             .racks
             .iter()
@@ -618,8 +754,39 @@ impl Daemon {
             twin_issues: self.twin.counters().issues_active,
             twin_maintenance: self.twin.counters().maintenance,
         };
+        if let (Some(op), Some(mqtt)) = (self.operator.as_mut(), self.wire.mqtt.as_ref()) {
+            let wire = &self.wire;
+            let device_ok = |name: &str| {
+                wire.cdus
+                    .iter()
+                    .chain(wire.facilities.iter())
+                    .flatten()
+                    .find(|d| d.name() == name)
+                    .map(|d| d.status().connected && d.status().consecutive_failures == 0)
+            };
+            op.after_tick(
+                now,
+                &m,
+                &st,
+                &self.controller,
+                &self.twin,
+                self.api.as_ref(),
+                mqtt,
+                &device_ok,
+                &events,
+                self.stale_after_s,
+            );
+        }
+        if report.events.len() < 100_000 {
+            report.events.extend(events);
+        }
         report.last = Some(st.clone());
         st
+    }
+
+    /// The operator layer (MQTT state, discovery, commands), when there is an `[mqtt]` table.
+    pub fn operator(&self) -> Option<&operator::Operator> {
+        self.operator.as_ref()
     }
 
     /// The budget API's fast path: a limit changed, so feed the ledger and send the racks their

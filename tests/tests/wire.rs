@@ -62,9 +62,8 @@ fn daemon_config(sim: &SimWire, mqtt_port: u16, tick_s: f64, speed: f64) -> Daem
         },
         controller: Default::default(),
         mqtt: Some(MqttSection {
-            host: "127.0.0.1".into(),
-            port: mqtt_port,
-            client_id: format!("test-{}", free_port()),
+            allow_unauthenticated_commands: true,
+            ..MqttSection::new("127.0.0.1", mqtt_port, &format!("test-{}", free_port()))
         }),
         devices: sim
             .endpoints()
