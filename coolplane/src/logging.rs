@@ -26,7 +26,9 @@ pub fn init(format: LogFormat) -> Result<()> {
         .with_writer(std::io::stderr)
         .with_target(false);
     match format {
-        LogFormat::Human => b.with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr())).try_init(),
+        LogFormat::Human => b
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .try_init(),
         LogFormat::Json => b.json().with_current_span(false).try_init(),
     }
     .map_err(|e| anyhow::anyhow!("installing the log subscriber: {e}"))

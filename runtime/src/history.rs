@@ -458,7 +458,11 @@ impl Buffer {
             return;
         }
         self.stats.points_dropped += n as u64;
-        tracing::error!(points = n, total_dropped = self.stats.points_dropped, "history: points dropped: {why}");
+        tracing::error!(
+            points = n,
+            total_dropped = self.stats.points_dropped,
+            "history: points dropped: {why}"
+        );
     }
 
     /// Move the oldest `batch` lines of memory to disk (or drop them without a spill directory).
@@ -469,7 +473,10 @@ impl Buffer {
             Some(s) => match s.push(&chunk) {
                 Ok(dropped) => {
                     self.stats.points_spilled_total += chunk.len() as u64;
-                    self.drop_lines(dropped, "spill directory full (history.spill_max_points), oldest file removed");
+                    self.drop_lines(
+                        dropped,
+                        "spill directory full (history.spill_max_points), oldest file removed",
+                    );
                 }
                 Err(e) => self.drop_lines(chunk.len(), &format!("cannot write the spill file: {e}")),
             },
@@ -567,7 +574,10 @@ impl History {
         let buf = Buffer::new(cfg).map_err(|e| {
             format!(
                 "history.spill_dir = {:?}: {e}",
-                cfg.spill_dir.as_ref().map(|p| p.display().to_string()).unwrap_or_default()
+                cfg.spill_dir
+                    .as_ref()
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_default()
             )
         })?;
         let client = influxdb2::ClientBuilder::new(cfg.url.clone(), cfg.org.clone(), cfg.token.clone())
@@ -576,13 +586,7 @@ impl History {
         let (tx, rx) = mpsc::channel(QUEUE_TICKS);
         let stats = Arc::new(Mutex::new(buf.stats.clone()));
         let dropped_here = Arc::new(std::sync::atomic::AtomicU64::new(0));
-        let task = tokio::spawn(writer(
-            cfg.clone(),
-            client,
-            buf,
-            rx,
-            stats.clone(),
-        ));
+        let task = tokio::spawn(writer(cfg.clone(), client, buf, rx, stats.clone()));
         tracing::info!(url = %cfg.url, bucket = %cfg.bucket, "history: writing state points");
         Ok(Self {
             tx,
@@ -599,8 +603,15 @@ impl History {
             return;
         }
         if self.tx.try_send(Cmd::Lines(lines)).is_err() {
-            let total = self.dropped_here.fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed) + n as u64;
-            tracing::error!(points = n, total_dropped_queue = total, "history: writer queue full, points dropped");
+            let total = self
+                .dropped_here
+                .fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed)
+                + n as u64;
+            tracing::error!(
+                points = n,
+                total_dropped_queue = total,
+                "history: writer queue full, points dropped"
+            );
         }
     }
 

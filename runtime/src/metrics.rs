@@ -100,7 +100,10 @@ impl Observer {
                 );
                 note(
                     "warning",
-                    format!("device {name}: error: {}", st.last_error.as_deref().unwrap_or("(none given)")),
+                    format!(
+                        "device {name}: error: {}",
+                        st.last_error.as_deref().unwrap_or("(none given)")
+                    ),
                 );
             }
             if prev.connected && !st.connected {
@@ -173,9 +176,23 @@ impl Observer {
             self.mode = Some(snap.mode.clone());
         }
         let racks: Vec<(&str, bool)> = snap.racks.iter().map(|r| (r.name.as_str(), r.fresh)).collect();
-        transitions("rack", &racks, &mut self.rack_fresh, &mut self.counts, &mut self.notes, snap.t_s);
+        transitions(
+            "rack",
+            &racks,
+            &mut self.rack_fresh,
+            &mut self.counts,
+            &mut self.notes,
+            snap.t_s,
+        );
         let cdus: Vec<(&str, bool)> = snap.cdus.iter().map(|c| (c.name.as_str(), c.fresh)).collect();
-        transitions("cdu", &cdus, &mut self.cdu_fresh, &mut self.counts, &mut self.notes, snap.t_s);
+        transitions(
+            "cdu",
+            &cdus,
+            &mut self.cdu_fresh,
+            &mut self.counts,
+            &mut self.notes,
+            snap.t_s,
+        );
     }
 }
 
@@ -211,7 +228,11 @@ fn transitions(
         } else {
             tracing::info!(kind, count = list.len(), t_s, names = ?shown, more, "telemetry fresh again");
         }
-        let tail = if more > 0 { format!(" and {more} more") } else { String::new() };
+        let tail = if more > 0 {
+            format!(" and {more} more")
+        } else {
+            String::new()
+        };
         notes.push(Note {
             t_s,
             severity: if dir == "stale" { "warning" } else { "info" },
@@ -304,7 +325,12 @@ impl DaemonMetrics {
         };
         let mut o = Out { s: String::new() };
         let c = &i.counts;
-        o.one("coolplane_ticks_total", "counter", "Controller ticks run.", Some(c.ticks as f64));
+        o.one(
+            "coolplane_ticks_total",
+            "counter",
+            "Controller ticks run.",
+            Some(c.ticks as f64),
+        );
         o.one(
             "coolplane_tick_duration_seconds",
             "gauge",
@@ -364,10 +390,20 @@ impl DaemonMetrics {
                     )
                 })
                 .collect();
-            o.family("coolplane_controller_mode", "gauge", "1 for the controller's mode now.", &modes);
+            o.family(
+                "coolplane_controller_mode",
+                "gauge",
+                "1 for the controller's mode now.",
+                &modes,
+            );
             let site = format!("{{site=\"{}\"}}", esc(&s.site.name));
             let opt = |v: Option<f64>| -> Vec<(String, f64)> { v.map(|v| (site.clone(), v)).into_iter().collect() };
-            o.family("coolplane_site_pue", "gauge", "Utility meter over IT power, now.", &opt(s.site.pue));
+            o.family(
+                "coolplane_site_pue",
+                "gauge",
+                "Utility meter over IT power, now.",
+                &opt(s.site.pue),
+            );
             let kw = |v: Option<f64>| v.map(|v| v * 1000.0);
             let parts: Vec<(String, f64)> = [
                 ("facility", s.site.facility_kw),
@@ -384,7 +420,12 @@ impl DaemonMetrics {
                 "Site power by part: facility (utility meter), IT, cooling, losses and the rest.",
                 &parts,
             );
-            o.family("coolplane_site_budget_watts", "gauge", "Site power budget in force.", &opt(kw(s.site.budget_kw)));
+            o.family(
+                "coolplane_site_budget_watts",
+                "gauge",
+                "Site power budget in force.",
+                &opt(kw(s.site.budget_kw)),
+            );
             o.family(
                 "coolplane_site_headroom_watts",
                 "gauge",
@@ -415,11 +456,18 @@ impl DaemonMetrics {
                 "Racks whose telemetry is fresh.",
                 &opt(Some(s.site.racks_fresh as f64)),
             );
-            o.family("coolplane_racks", "gauge", "Racks in the site.", &opt(Some(s.site.racks as f64)));
+            o.family(
+                "coolplane_racks",
+                "gauge",
+                "Racks in the site.",
+                &opt(Some(s.site.racks as f64)),
+            );
             let per_cdu = |f: &dyn Fn(&crate::snapshot::CduState) -> Option<f64>| -> Vec<(String, f64)> {
                 s.cdus
                     .iter()
-                    .filter_map(|c| f(c).map(|v| (format!("{{cdu=\"{}\",hall=\"{}\"}}", esc(&c.name), esc(&c.hall)), v)))
+                    .filter_map(|c| {
+                        f(c).map(|v| (format!("{{cdu=\"{}\",hall=\"{}\"}}", esc(&c.name), esc(&c.hall)), v))
+                    })
                     .collect()
             };
             o.family(
@@ -463,7 +511,13 @@ impl DaemonMetrics {
             "coolplane_device_up",
             "gauge",
             "1 while the Modbus device is connected and its last poll succeeded.",
-            &dev(&|d| if d.connected && d.consecutive_failures == 0 { 1.0 } else { 0.0 }),
+            &dev(&|d| {
+                if d.connected && d.consecutive_failures == 0 {
+                    1.0
+                } else {
+                    0.0
+                }
+            }),
         );
         o.family(
             "coolplane_device_consecutive_failures",
@@ -529,7 +583,12 @@ impl DaemonMetrics {
                 "1 while the broker link is up.",
                 Some(if m.connected { 1.0 } else { 0.0 }),
             );
-            o.one("coolplane_mqtt_connects_total", "counter", "Broker ConnAcks.", Some(m.connects as f64));
+            o.one(
+                "coolplane_mqtt_connects_total",
+                "counter",
+                "Broker ConnAcks.",
+                Some(m.connects as f64),
+            );
             o.one(
                 "coolplane_mqtt_messages_accepted_total",
                 "counter",

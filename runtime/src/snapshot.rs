@@ -149,7 +149,9 @@ fn sum(vals: impl IntoIterator<Item = Option<f64>>) -> Option<f64> {
 }
 
 fn min_opt(vals: impl IntoIterator<Item = Option<f64>>) -> Option<f64> {
-    vals.into_iter().flatten().fold(None, |a, v| Some(a.map_or(v, |a: f64| a.min(v))))
+    vals.into_iter()
+        .flatten()
+        .fold(None, |a, v| Some(a.map_or(v, |a: f64| a.min(v))))
 }
 
 impl Snapshot {
@@ -196,7 +198,11 @@ impl Snapshot {
                     it_kw: f(&rm.it_power_kw),
                     inlet_c: f(&rm.inlet_temp_c),
                     outlet_c: f(&rm.outlet_temp_c),
-                    gpu_temp_max_c: if use_gpus { Some(tmax.max(hottest.unwrap_or(tmax))) } else { hottest },
+                    gpu_temp_max_c: if use_gpus {
+                        Some(tmax.max(hottest.unwrap_or(tmax)))
+                    } else {
+                        hottest
+                    },
                     gpu_temp_mean_c: use_gpus.then_some(tmean),
                     gpu_margin_min_k: if use_gpus {
                         Some(slowdown_c - tmax.max(hottest.unwrap_or(tmax)))
@@ -329,7 +335,11 @@ mod tests {
         assert_eq!(s.site.budget_kw, None);
         assert_eq!(s.site.cooling_kw, Some(25.0));
         assert_eq!(s.site.loss_kw, Some(75.0));
-        assert_eq!(s.site.hottest_gpu_c, Some(80.0), "the stale 95 °C rack is not the hottest");
+        assert_eq!(
+            s.site.hottest_gpu_c,
+            Some(80.0),
+            "the stale 95 °C rack is not the hottest"
+        );
         assert_eq!(s.site.hottest_margin_k, Some(7.0));
         assert_eq!(s.site.racks_fresh, 1);
         assert!(s.cdus[0].pump_kw.is_some() && s.cdus[1].pump_kw.is_none());

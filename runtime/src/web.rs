@@ -126,8 +126,17 @@ impl WebHub {
 
     /// One tick: the snapshot and what the tick said.
     pub fn publish(&self, snap: &Snapshot, notes: &[Note]) {
-        let mut hot: Vec<RackState> = snap.racks.iter().filter(|r| r.gpu_temp_max_c.is_some()).cloned().collect();
-        hot.sort_by(|a, b| b.gpu_temp_max_c.partial_cmp(&a.gpu_temp_max_c).unwrap_or(std::cmp::Ordering::Equal));
+        let mut hot: Vec<RackState> = snap
+            .racks
+            .iter()
+            .filter(|r| r.gpu_temp_max_c.is_some())
+            .cloned()
+            .collect();
+        hot.sort_by(|a, b| {
+            b.gpu_temp_max_c
+                .partial_cmp(&a.gpu_temp_max_c)
+                .unwrap_or(std::cmp::Ordering::Equal)
+        });
         hot.truncate(HOT_RACKS);
         let mut i = self.lock();
         i.ticks += 1;
@@ -186,7 +195,10 @@ async fn index() -> impl IntoResponse {
     (
         [
             (header::CACHE_CONTROL, "no-store"),
-            (header::CONTENT_SECURITY_POLICY, "default-src 'self'; style-src 'unsafe-inline'; script-src 'unsafe-inline'"),
+            (
+                header::CONTENT_SECURITY_POLICY,
+                "default-src 'self'; style-src 'unsafe-inline'; script-src 'unsafe-inline'",
+            ),
         ],
         Html(INDEX_HTML),
     )
@@ -275,7 +287,10 @@ mod tests {
         let page = get("/").await;
         assert!(page.starts_with("HTTP/1.1 200"), "{page}");
         assert!(page.contains("EventSource") && page.contains("<svg"));
-        assert!(!page.contains("http://") && !page.contains("https://"), "nothing fetched from outside");
+        assert!(
+            !page.contains("http://") && !page.contains("https://"),
+            "nothing fetched from outside"
+        );
         let st = get("/api/state").await;
         assert!(st.contains("\"view\":null"), "{st}");
         let mut snap = Snapshot {
@@ -292,7 +307,9 @@ mod tests {
         // An event stream open before the tick gets the state and the event.
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
-        s.write_all(b"GET /api/events HTTP/1.1\r\nHost: x\r\n\r\n").await.unwrap();
+        s.write_all(b"GET /api/events HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await
+            .unwrap();
         tokio::time::sleep(Duration::from_millis(100)).await;
         hub.publish(
             &snap,
@@ -314,11 +331,20 @@ mod tests {
             }
         }
         assert!(got.contains("text/event-stream"), "{got}");
-        assert!(got.contains("event: event\ndata: {\"t_s\":3600.0,\"severity\":\"critical\",\"text\":\"guard\"}"), "{got}");
+        assert!(
+            got.contains("event: event\ndata: {\"t_s\":3600.0,\"severity\":\"critical\",\"text\":\"guard\"}"),
+            "{got}"
+        );
         assert!(got.contains("event: state") && got.contains("\"pue\":1.0712"), "{got}");
         let st = get("/api/state").await;
-        assert!(st.contains("\"plan\":null") && st.contains("hall-a-cdu-00") && st.contains("guard"), "{st}");
+        assert!(
+            st.contains("\"plan\":null") && st.contains("hall-a-cdu-00") && st.contains("guard"),
+            "{st}"
+        );
         let m = get("/metrics").await;
-        assert!(m.contains("text/plain; version=0.0.4") && m.contains("coolplane_ticks_total"), "{m}");
+        assert!(
+            m.contains("text/plain; version=0.0.4") && m.contains("coolplane_ticks_total"),
+            "{m}"
+        );
     }
 }

@@ -27,7 +27,9 @@ fn vm_binary() -> Option<String> {
     if std::env::var_os("COOLPLANE_REQUIRE_VICTORIAMETRICS").is_some() {
         panic!("COOLPLANE_REQUIRE_VICTORIAMETRICS is set but no victoria-metrics binary is installed");
     }
-    eprintln!("note: victoria-metrics not installed (apt-get install victoria-metrics); skipping the history outage test");
+    eprintln!(
+        "note: victoria-metrics not installed (apt-get install victoria-metrics); skipping the history outage test"
+    );
     None
 }
 
@@ -133,7 +135,10 @@ fn expected_series(lines: &[String], out: &mut BTreeMap<String, Vec<i64>>) {
         let tags: BTreeSet<String> = parts.map(str::to_string).collect();
         for f in fields.split(',') {
             let name = f.split_once('=').unwrap().0;
-            let key = format!("{meas}_{name}{{{}}}", tags.iter().cloned().collect::<Vec<_>>().join(","));
+            let key = format!(
+                "{meas}_{name}{{{}}}",
+                tags.iter().cloned().collect::<Vec<_>>().join(",")
+            );
             out.entry(key).or_default().push(ts);
         }
     }
@@ -196,10 +201,17 @@ fn history_survives_a_database_outage_and_a_writer_restart_with_nothing_lost_or_
             assert!(st.points_spilled > 0, "points kept on disk at stop: {st:?}");
             max_spilled = max_spilled.max(st.points_spilled);
             let w = History::start(&cfg).unwrap();
-            assert_eq!(w.stats().points_replayed, st.points_spilled, "the new writer finds them");
+            assert_eq!(
+                w.stats().points_replayed,
+                st.points_spilled,
+                "the new writer finds them"
+            );
             writer = Some(w);
             restarted_writer = true;
-            eprintln!("writer restarted at {el:.1} s with {} points spilled", st.points_spilled);
+            eprintln!(
+                "writer restarted at {el:.1} s with {} points spilled",
+                st.points_spilled
+            );
         }
         if stopped && !started_again && el >= up_before + outage_s {
             vm = Some(start_vm(&bin, port, &data));
@@ -211,7 +223,16 @@ fn history_survives_a_database_outage_and_a_writer_restart_with_nothing_lost_or_
             .unwrap()
             .as_millis() as i64;
         first_ms = first_ms.min(unix_ms);
-        let snap = Snapshot::from_image("hall-10k", &topo, &image(&topo, k, k as f64), k as f64, 60.0, "Auto", 87.0, unix_ms);
+        let snap = Snapshot::from_image(
+            "hall-10k",
+            &topo,
+            &image(&topo, k, k as f64),
+            k as f64,
+            60.0,
+            "Auto",
+            87.0,
+            unix_ms,
+        );
         let l = lines(&snap);
         written += l.len();
         expected_series(&l, &mut expected);
@@ -236,7 +257,10 @@ fn history_survives_a_database_outage_and_a_writer_restart_with_nothing_lost_or_
     eprintln!("writer: {st:?}; most points spilled at once: {max_spilled}");
     assert_eq!(st.points_dropped, 0);
     assert_eq!(st.points_spilled, 0);
-    assert!(max_spilled > cfg.buffer_points as u64 / 2, "the outage exercised the disk spill");
+    assert!(
+        max_spilled > cfg.buffer_points as u64 / 2,
+        "the outage exercised the disk spill"
+    );
     assert!(st.write_errors > 0, "the writer saw the outage");
 
     // Read back.
@@ -260,7 +284,12 @@ fn history_survives_a_database_outage_and_a_writer_restart_with_nothing_lost_or_
             .map(|(k, v)| format!("{k}={}", v.as_str().unwrap()))
             .collect();
         let key = format!("{name}{{{}}}", tags.into_iter().collect::<Vec<_>>().join(","));
-        let ts: Vec<i64> = v["timestamps"].as_array().unwrap().iter().map(|t| t.as_i64().unwrap()).collect();
+        let ts: Vec<i64> = v["timestamps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t.as_i64().unwrap())
+            .collect();
         got.entry(key).or_default().extend(ts);
     }
     stop_vm(vm.take().unwrap());
@@ -283,7 +312,13 @@ fn history_survives_a_database_outage_and_a_writer_restart_with_nothing_lost_or_
         have.sort_unstable();
         let dups = have.windows(2).filter(|w| w[0] == w[1]).count();
         assert_eq!(dups, 0, "{key}: {dups} samples twice");
-        assert_eq!(have.len(), want.len(), "{key}: {} read back of {} written", have.len(), want.len());
+        assert_eq!(
+            have.len(),
+            want.len(),
+            "{key}: {} read back of {} written",
+            have.len(),
+            want.len()
+        );
         assert_eq!(have, want, "{key}: time stamps differ");
     }
     assert_eq!(n_got, n_exp);

@@ -38,7 +38,12 @@ async fn stand_in() -> (String, StandIn) {
 
 fn tick_lines(tick: usize, n: usize) -> Vec<String> {
     (0..n)
-        .map(|j| format!("coolplane_test,rack=r{j} v={tick} {}", 1_700_000_000_000i64 + tick as i64))
+        .map(|j| {
+            format!(
+                "coolplane_test,rack=r{j} v={tick} {}",
+                1_700_000_000_000i64 + tick as i64
+            )
+        })
         .collect()
 }
 
@@ -73,7 +78,13 @@ async fn wait_for(s: &StandIn, n: usize) {
 
 fn spill_files(d: &Path) -> usize {
     std::fs::read_dir(d)
-        .map(|r| r.filter(|e| e.as_ref().is_ok_and(|e| e.file_name().to_string_lossy().ends_with(".lp"))).count())
+        .map(|r| {
+            r.filter(|e| {
+                e.as_ref()
+                    .is_ok_and(|e| e.file_name().to_string_lossy().ends_with(".lp"))
+            })
+            .count()
+        })
         .unwrap_or(0)
 }
 
@@ -218,12 +229,11 @@ fn snapshot_lines_are_line_protocol_with_only_known_values() {
     // The site point (the space in the tag value escaped), the rack's `fresh` flag; the GPU
     // summary with nothing known is left out.
     assert_eq!(l.len(), 2, "{l:?}");
-    assert!(
-        l[0].starts_with("coolplane_site,site=hall\\ 10k "),
-        "{}",
-        l[0]
-    );
+    assert!(l[0].starts_with("coolplane_site,site=hall\\ 10k "), "{}", l[0]);
     assert!(l[0].contains("pue=1.08") && !l[0].contains("it_kw") && l[0].contains("mode_code=2"));
     assert!(l[0].ends_with(" 1700000000123"));
-    assert_eq!(l[1], "coolplane_rack,cdu=c1,rack=r1,site=hall\\ 10k fresh=0 1700000000123");
+    assert_eq!(
+        l[1],
+        "coolplane_rack,cdu=c1,rack=r1,site=hall\\ 10k fresh=0 1700000000123"
+    );
 }

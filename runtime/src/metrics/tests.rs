@@ -12,7 +12,9 @@ pub(crate) fn parse(text: &str) -> (BTreeMap<String, String>, Vec<(String, BTree
     let mut helps = BTreeSet::new();
     let mut samples = Vec::new();
     let name_ok = |n: &str| {
-        n.starts_with("coolplane_") && n.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+        n.starts_with("coolplane_")
+            && n.chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
     };
     for line in text.lines() {
         if let Some(rest) = line.strip_prefix("# HELP ") {
@@ -24,8 +26,14 @@ pub(crate) fn parse(text: &str) -> (BTreeMap<String, String>, Vec<(String, BTree
         if let Some(rest) = line.strip_prefix("# TYPE ") {
             let (n, t) = rest.split_once(' ').unwrap_or_else(|| panic!("bad TYPE: {line}"));
             assert!(name_ok(n), "bad name: {line}");
-            assert!(["counter", "gauge", "summary", "histogram"].contains(&t), "bad type: {line}");
-            assert!(types.insert(n.to_string(), t.to_string()).is_none(), "TYPE twice: {line}");
+            assert!(
+                ["counter", "gauge", "summary", "histogram"].contains(&t),
+                "bad type: {line}"
+            );
+            assert!(
+                types.insert(n.to_string(), t.to_string()).is_none(),
+                "TYPE twice: {line}"
+            );
             continue;
         }
         assert!(!line.starts_with('#') && !line.is_empty(), "unexpected line: {line:?}");
@@ -78,7 +86,10 @@ pub(crate) fn parse(text: &str) -> (BTreeMap<String, String>, Vec<(String, BTree
         assert!(name_ok(&name), "bad name: {line}");
         let family = ["_sum", "_count", "_bucket"]
             .iter()
-            .find_map(|s| name.strip_suffix(s).filter(|f| types.get(*f).is_some_and(|t| t != "gauge" && t != "counter")))
+            .find_map(|s| {
+                name.strip_suffix(s)
+                    .filter(|f| types.get(*f).is_some_and(|t| t != "gauge" && t != "counter"))
+            })
             .unwrap_or(&name);
         assert!(types.contains_key(family), "sample before its TYPE: {line}");
         if types[family] == "counter" {
@@ -163,33 +174,56 @@ fn exposition_parses_and_carries_the_values() {
     let (types, s) = parse(&text);
     assert!(types.len() > 30, "{} families", types.len());
     assert_eq!(value(&s, "coolplane_site_pue", &[("site", "hall-10k")]), 1.07);
-    assert_eq!(value(&s, "coolplane_site_power_watts", &[("part", "cooling")]), 40_000.0);
+    assert_eq!(
+        value(&s, "coolplane_site_power_watts", &[("part", "cooling")]),
+        40_000.0
+    );
     assert_eq!(value(&s, "coolplane_controller_mode", &[("mode", "safe")]), 1.0);
     assert_eq!(value(&s, "coolplane_controller_mode", &[("mode", "auto")]), 0.0);
     assert_eq!(value(&s, "coolplane_device_errors_total", &[("kind", "timeout")]), 2.0);
     assert_eq!(value(&s, "coolplane_device_poll_duration_seconds_count", &[]), 10.0);
     assert_eq!(value(&s, "coolplane_device_poll_duration_seconds_sum", &[]), 0.05);
-    assert_eq!(value(&s, "coolplane_mqtt_messages_rejected_total", &[("reason", "json")]), 3.0);
-    assert_eq!(value(&s, "coolplane_mqtt_messages_rejected_total", &[("reason", "unknown_rack")]), 1.0);
-    assert_eq!(value(&s, "coolplane_controller_events_total", &[("severity", "critical")]), 2.0);
     assert_eq!(
-        value(&s, "coolplane_stale_transitions_total", &[("kind", "rack"), ("to", "stale")]),
+        value(&s, "coolplane_mqtt_messages_rejected_total", &[("reason", "json")]),
+        3.0
+    );
+    assert_eq!(
+        value(
+            &s,
+            "coolplane_mqtt_messages_rejected_total",
+            &[("reason", "unknown_rack")]
+        ),
+        1.0
+    );
+    assert_eq!(
+        value(&s, "coolplane_controller_events_total", &[("severity", "critical")]),
+        2.0
+    );
+    assert_eq!(
+        value(
+            &s,
+            "coolplane_stale_transitions_total",
+            &[("kind", "rack"), ("to", "stale")]
+        ),
         5.0
     );
     assert_eq!(value(&s, "coolplane_writes_refused_total", &[]), 1.0);
     assert_eq!(value(&s, "coolplane_history_points_written_total", &[]), 100.0);
     // A quote in a label value is escaped and parses back.
-    assert_eq!(value(&s, "coolplane_cdu_supply_celsius", &[("cdu", "hall-a-cdu-\"0\"")]), 32.5);
+    assert_eq!(
+        value(&s, "coolplane_cdu_supply_celsius", &[("cdu", "hall-a-cdu-\"0\"")]),
+        32.5
+    );
 }
 
 #[test]
 fn the_parser_rejects_what_prometheus_would() {
     for bad in [
-        "coolplane_x 1\n",                                   // no TYPE
+        "coolplane_x 1\n",                                  // no TYPE
         "# TYPE coolplane_x gauge\ncoolplane_x{a=\"1} 1\n", // unterminated label
-        "# TYPE coolplane_x counter\ncoolplane_x 1\n",     // counter without _total
+        "# TYPE coolplane_x counter\ncoolplane_x 1\n",      // counter without _total
         "# TYPE other_x gauge\nother_x 1\n",                // outside the naming scheme
-        "# TYPE coolplane_x gauge\ncoolplane_x one\n",     // not a number
+        "# TYPE coolplane_x gauge\ncoolplane_x one\n",      // not a number
     ] {
         assert!(std::panic::catch_unwind(|| parse(bad)).is_err(), "accepted: {bad:?}");
     }
@@ -241,8 +275,12 @@ fn the_grafana_dashboard_uses_only_exported_metrics() {
     let mut exported: BTreeSet<String> = samples.into_iter().map(|s| s.0).collect();
     exported.extend(types.into_keys());
     let missing: Vec<_> = used.difference(&exported).collect();
-    assert!(missing.is_empty(), "the dashboard asks for metrics nobody exports: {missing:?}");
+    assert!(
+        missing.is_empty(),
+        "the dashboard asks for metrics nobody exports: {missing:?}"
+    );
     // The check can fail: a misspelt name is caught.
-    let bad: serde_json::Value = serde_json::json!({"panels": [{"targets": [{"expr": "rate(coolplane_tick_total[5m])"}]}]});
+    let bad: serde_json::Value =
+        serde_json::json!({"panels": [{"targets": [{"expr": "rate(coolplane_tick_total[5m])"}]}]});
     assert!(!dashboard_metric_names(&bad).is_subset(&exported));
 }
