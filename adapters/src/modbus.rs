@@ -123,6 +123,10 @@ pub struct DeviceStatus {
     pub writes_superseded: u64,
     /// Last error, for operators.
     pub last_error: Option<String>,
+    /// Wall-clock time of the last complete poll cycle (writes and reads), s.
+    pub last_poll_s: f64,
+    /// Sum of the wall-clock times of all complete poll cycles (`polls` of them), s.
+    pub poll_seconds_sum: f64,
 }
 
 /// A write could not be queued.
@@ -395,7 +399,10 @@ async fn device_task(
                 }
             }
             if ok {
+                let took = cycle_start.elapsed().as_secs_f64();
                 set(&shared, |s| {
+                    s.status.last_poll_s = took;
+                    s.status.poll_seconds_sum += took;
                     s.status.polls += 1;
                     s.status.consecutive_failures = 0;
                 });

@@ -7,6 +7,7 @@
 mod api_bench;
 mod bench;
 mod campaign_cmd;
+mod logging;
 mod twin_cmd;
 mod wire;
 mod wire_bench;
@@ -28,6 +29,10 @@ use std::path::{Path, PathBuf};
     about = "Energy and liquid-cooling control plane for GPU clusters, with a simulated plant"
 )]
 struct Cli {
+    /// Log format on stderr: `human` or `json` (one object a line). The level comes from
+    /// `RUST_LOG` (default `info`).
+    #[arg(long, global = true, value_enum, default_value = "human")]
+    log_format: logging::LogFormat,
     #[command(subcommand)]
     command: Command,
 }
@@ -179,6 +184,10 @@ enum SiteCommand {
 
 fn main() {
     let cli = Cli::parse();
+    if let Err(e) = logging::init(cli.log_format) {
+        eprintln!("error: {e:#}");
+        std::process::exit(2);
+    }
     if let Err(e) = dispatch(cli) {
         eprintln!("error: {e:#}");
         std::process::exit(2);

@@ -114,6 +114,16 @@ pub struct DemoArgs {
     /// Do not serve the power-budget API.
     #[arg(long)]
     no_api: bool,
+    /// Address of the live web page and `/metrics` (loopback by default).
+    #[arg(long, default_value = "127.0.0.1:8081")]
+    web_listen: String,
+    /// Do not serve the live web page.
+    #[arg(long)]
+    no_web: bool,
+    /// Write history to this database's InfluxDB v2 write API (`http://127.0.0.1:8428` for
+    /// VictoriaMetrics).
+    #[arg(long, value_name = "URL")]
+    history: Option<String>,
 }
 
 /// Tokens of the demo's API (loopback only; a real daemon takes its tokens from its configuration).
@@ -167,6 +177,37 @@ async fn start_api(
         ));
     }
     // With --json, stdout carries exactly one JSON object: the address goes to stderr.
+    if quiet_stdout {
+        eprint!("{text}");
+    } else {
+        print!("{text}");
+        let _ = std::io::stdout().flush();
+    }
+    Ok(Some((task, tx)))
+}
+
+type Served = Option<(tokio::task::JoinHandle<()>, tokio::sync::oneshot::Sender<()>)>;
+
+/// Bind and serve the live web page of `daemon` until `stop` fires; prints where.
+async fn start_web(daemon: &Daemon, listen: &str, quiet_stdout: bool) -> Result<Served> {
+    let Some(hub) = daemon.web() else {
+        return Ok(None);
+    };
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .with_context(|| format!("binding the web page to {listen} (choose another with --web-listen)"))?;
+    let addr = listener.local_addr()?;
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        if let Err(e) = coolplane_runtime::web::serve(listener, hub, async {
+            let _ = rx.await;
+        })
+        .await
+        {
+            tracing::error!(error = %e, "web page stopped");
+        }
+    });
+    let text = format!("coolplane live page: http://{addr}/  (Prometheus metrics: http://{addr}/metrics)\n");
     if quiet_stdout {
         eprint!("{text}");
     } else {
@@ -353,6 +394,8 @@ pub fn daemon_config_for(
             })
             .collect(),
         api: None,
+        history: None,
+        web: None,
     }
 }
 
@@ -497,6 +540,19 @@ fn print_report(report: &DaemonReport) {
             m.connects
         );
     }
+    let o = &report.observed;
+    eprintln!(
+        "operators: controller events {:?}, stale transitions {}, writes refused {}",
+        o.controller_events,
+        o.stale_transitions.values().sum::<u64>(),
+        o.writes_refused
+    );
+    if let Some(h) = &report.history {
+        eprintln!(
+            "history: {} points written in {} batches, {} write errors, {} dropped, {} left on disk for the next start",
+            h.points_written, h.batches_written, h.write_errors, h.points_dropped, h.points_spilled
+        );
+    }
 }
 
 /// `coolplane demo`.
@@ -558,9 +614,21 @@ pub fn demo(a: &DemoArgs) -> Result<()> {
                 ..Default::default()
             });
         }
+        if !a.no_web {
+            cfg.web = Some(coolplane_runtime::web::WebConfig {
+                listen: a.web_listen.clone(),
+            });
+        }
+        if let Some(url) = &a.history {
+            let h = coolplane_runtime::history::HistoryConfig::new(url);
+            h.validate().map_err(|e| anyhow::anyhow!("--history: {e}"))?;
+            cfg.history = Some(h);
+        }
         let daemon = Daemon::new(&cfg, Path::new("."), "demo", clock)?;
         let api = start_api(&daemon, &a.api_listen, &scenario.site.site.name, Some(DEMO_TOKENS[0].1), a.json).await?;
+        let web = start_web(&daemon, &a.web_listen, a.json).await?;
         let report = daemon.run(shutdown_after(clock, Some(duration_s)), status_printer()).await;
+        stop_api(web).await;
         stop_api(api).await;
         if std::io::stderr().is_terminal() {
             eprintln!();
@@ -791,7 +859,10 @@ pub fn daemon(a: &RunArgs) -> Result<()> {
         }
         let listen = cfg.api.as_ref().map(|x| x.listen.clone()).unwrap_or_default();
         let api = start_api(&d, &listen, &cfg.daemon.site, None, false).await?;
+        let web_listen = cfg.web.as_ref().map(|x| x.listen.clone()).unwrap_or_default();
+        let web = start_web(&d, &web_listen, false).await?;
         let report = d.run(shutdown_after(clock, duration_s), status_printer()).await;
+        stop_api(web).await;
         stop_api(api).await;
         anyhow::Ok(report)
     })?;

@@ -147,6 +147,15 @@ fn daemon_config_errors_name_the_field() {
             "device[0].timeout_ms",
         ),
         (base.replace("poll_s = 5.0", "pol_s = 5.0"), "pol_s"),
+        (
+            base.replace("url = \"http://127.0.0.1:8428\"", "url = \"127.0.0.1:8428\""),
+            "history.url",
+        ),
+        (base.replace("batch = 5000", "batch = 0"), "history.batch"),
+        (
+            base.replace("listen = \"127.0.0.1:8081\"", "listen = \"loopback\""),
+            "web.listen",
+        ),
     ] {
         std::fs::write(&cfg, bad).unwrap();
         let out = coolplane(&["run", "--config", cfg.to_str().unwrap(), "--duration", "1s"]);
@@ -179,6 +188,8 @@ fn demo_closes_the_loop_over_the_wire_and_matches_the_in_process_run() {
         &mqtt.to_string(),
         "--api-listen",
         "127.0.0.1:0",
+        "--web-listen",
+        "127.0.0.1:0",
         "--compare",
         "--json",
     ]);
@@ -199,6 +210,9 @@ fn demo_closes_the_loop_over_the_wire_and_matches_the_in_process_run() {
     );
     // The budget API was served (its address on stderr, stdout being the JSON object).
     assert!(stderr.contains("coolplane budget API: http://127.0.0.1:"), "{stderr}");
+    // So was the live page, and the daemon's log said what it did.
+    assert!(stderr.contains("coolplane live page: http://127.0.0.1:"), "{stderr}");
+    assert!(stderr.contains("MQTT broker connected"), "{stderr}");
 }
 
 #[test]
@@ -227,6 +241,8 @@ fn two_phase_immersion_site_runs_over_the_wire() {
             &modbus,
             "--mqtt-port",
             &mqtt,
+            "--web-listen",
+            "127.0.0.1:0",
             "--json",
         ];
         if compare {

@@ -9,8 +9,12 @@
 //! messages. Everything the adapters could not read shows up as ageing or bad readings, which the
 //! controller turns into safe setpoints.
 
+pub mod history;
 pub mod http;
 pub mod operator;
+pub mod metrics;
+pub mod snapshot;
+pub mod web;
 
 use coolplane_adapters::clock::Clock;
 use coolplane_adapters::image::WirePlant;
@@ -286,6 +290,12 @@ pub struct DaemonConfig {
     /// The power-budget API for job schedulers (absent: not served).
     #[serde(default)]
     pub api: Option<http::ApiConfig>,
+    /// History to a time-series database (absent: none).
+    #[serde(default)]
+    pub history: Option<history::HistoryConfig>,
+    /// The live web page and `/metrics` (absent: not served).
+    #[serde(default)]
+    pub web: Option<web::WebConfig>,
 }
 
 impl DaemonConfig {
@@ -319,6 +329,12 @@ impl DaemonConfig {
         }
         if let Some(m) = &c.mqtt {
             m.validate().map_err(|e| cfg_err(file, e))?;
+        }
+        if let Some(h) = &c.history {
+            h.validate().map_err(|e| cfg_err(file, e))?;
+        }
+        if let Some(w) = &c.web {
+            w.validate().map_err(|e| cfg_err(file, e))?;
         }
         for (i, d) in c.devices.iter().enumerate() {
             d.address
@@ -402,6 +418,10 @@ pub struct DaemonReport {
     pub last: Option<TickStatus>,
     /// The twin's events (sensor plausibility, maintenance), at most 100,000.
     pub twin_events: Vec<coolplane_twin::TwinEvent>,
+    /// The history writer's counters at the end (when configured).
+    pub history: Option<history::HistoryStats>,
+    /// What the observer counted (events, stale transitions, refused writes).
+    pub observed: metrics::ObservedCounts,
 }
 
 /// A configured daemon, ready to run.
@@ -416,6 +436,11 @@ pub struct Daemon {
     twin_t0: Option<f64>,
     api: Option<http::ApiState>,
     operator: Option<operator::Operator>,
+    site_name: String,
+    metrics: metrics::DaemonMetrics,
+    observer: metrics::Observer,
+    history: Option<history::History>,
+    web: Option<web::WebHub>,
 }
 
 fn load_map(base: &Path, spec: &str) -> Result<RegisterMap, String> {
@@ -610,6 +635,17 @@ impl Daemon {
                 cfg.controller.stale_after_s,
             )
         });
+        let metrics = metrics::DaemonMetrics::default();
+        let api = api.map(|a| a.with_daemon_metrics(metrics.clone()));
+        let history = match &cfg.history {
+            Some(h) => {
+                let mut h = h.clone();
+                h.spill_dir = h.spill_dir.map(|d| base.join(d));
+                Some(history::History::start(&h).map_err(|e| cfg_err(file, e))?)
+            }
+            None => None,
+        };
+        let web = cfg.web.as_ref().map(|_| web::WebHub::new(metrics.clone()));
         Ok(Self {
             wire: WirePlant::new(topo, cdus, facilities, meter, mqtt),
             controller,
@@ -624,7 +660,23 @@ impl Daemon {
             twin_t0: None,
             api,
             operator,
+            site_name: site.site.name.clone(),
+            metrics,
+            observer: metrics::Observer::default(),
+            history,
+            web,
         })
+    }
+
+    /// The live web page's state, when the configuration has a `[web]` table (serve it with
+    /// [`web::serve`]).
+    pub fn web(&self) -> Option<web::WebHub> {
+        self.web.clone()
+    }
+
+    /// The daemon's metrics registry.
+    pub fn metrics(&self) -> metrics::DaemonMetrics {
+        self.metrics.clone()
     }
 
     /// The digital twin running on the live process image (estimates, calibration, events).
@@ -650,6 +702,7 @@ impl Daemon {
 
     /// One tick now: image → controller → actions. Returns the status line.
     pub fn tick(&mut self, report: &mut DaemonReport) -> TickStatus {
+        let started = std::time::Instant::now();
         let now = self.clock.now_s();
         let m = self.wire.measurements(now);
         // Operator commands received since the last tick act on this tick (through the safety
@@ -663,27 +716,26 @@ impl Daemon {
         }
         // The twin: the same code as in simulation, on the same process image.
         if !self.twin.update(&m) {
-            eprintln!("coolplane twin: process image does not match the site; snapshot ignored");
+            tracing::error!("twin: process image does not match the site; snapshot ignored");
         }
         self.twin_t0.get_or_insert(now);
         for e in self.twin.drain_events() {
             match e.kind {
                 coolplane_twin::TwinEventKind::SensorImplausible { sensor, issue } => {
-                    eprintln!(
-                        "coolplane twin: t {:.0} s: sensor {sensor:?} implausible ({issue:?})",
-                        e.t_s
-                    )
+                    tracing::warn!(t_s = e.t_s, sensor = ?sensor, issue = ?issue, "twin: sensor implausible")
                 }
                 coolplane_twin::TwinEventKind::SensorRecovered { sensor } => {
-                    eprintln!("coolplane twin: t {:.0} s: sensor {sensor:?} plausible again", e.t_s)
+                    tracing::info!(t_s = e.t_s, sensor = ?sensor, "twin: sensor plausible again")
                 }
-                coolplane_twin::TwinEventKind::Maintenance { cdu, finding, loss } => eprintln!(
-                    "coolplane twin: t {:.0} s: CDU {cdu} needs maintenance: {finding:?}, {:.0} % lost",
-                    e.t_s,
-                    loss * 100.0
+                coolplane_twin::TwinEventKind::Maintenance { cdu, finding, loss } => tracing::warn!(
+                    t_s = e.t_s,
+                    cdu,
+                    finding = ?finding,
+                    loss_pct = loss * 100.0,
+                    "twin: CDU needs maintenance"
                 ),
                 coolplane_twin::TwinEventKind::Calibrated => {
-                    eprintln!("coolplane twin: t {:.0} s: calibrated from telemetry", e.t_s)
+                    tracing::info!(t_s = e.t_s, "twin: calibrated from telemetry")
                 }
             }
             if report.twin_events.len() < 100_000 {
@@ -698,10 +750,10 @@ impl Daemon {
         report.ticks += 1;
         report.writes += applied.writes_queued as u64;
         report.refused += applied.refused.len() as u64;
-        for r in applied.refused {
-            eprintln!("coolplane: {r}");
-        }
+        let refused: Vec<String> = applied.refused.iter().map(|r| r.to_string()).collect();
         let events = self.controller.drain_events();
+        self.observe(now, &m, unix_ms, &events, &refused, applied.writes_queued, started);
+        report.observed = self.observer.counts.clone();
         let hottest = m
             .racks
             .iter()
@@ -804,9 +856,63 @@ impl Daemon {
         let applied = self.wire.apply(&actions, unix_ms);
         report.refused += applied.refused.len() as u64;
         for r in applied.refused {
-            eprintln!("coolplane: {r}");
+            self.observer.counts.writes_refused += 1;
+            tracing::warn!(reason = %r, "write refused");
         }
         n
+    }
+
+    fn devices(&self) -> Vec<(String, coolplane_adapters::modbus::DeviceStatus)> {
+        self.wire
+            .cdus
+            .iter()
+            .chain(self.wire.facilities.iter())
+            .chain(std::iter::once(&self.wire.meter))
+            .flatten()
+            .map(|d| (d.name().to_string(), d.status()))
+            .collect()
+    }
+
+    /// The operator outputs of a tick: snapshot, logs and counts, metrics, history, web page.
+    #[allow(clippy::too_many_arguments)]
+    fn observe(
+        &mut self,
+        now: f64,
+        m: &coolplane_core::signals::Measurements,
+        unix_ms: i64,
+        events: &[ControllerEvent],
+        refused: &[String],
+        writes_queued: usize,
+        started: std::time::Instant,
+    ) {
+        let snap = snapshot::Snapshot::from_image(
+            &self.site_name,
+            &self.wire.topology,
+            m,
+            now,
+            self.stale_after_s,
+            &format!("{:?}", self.controller.mode()),
+            self.slowdown_c,
+            unix_ms,
+        );
+        let devices = self.devices();
+        let mqtt = self.wire.mqtt.as_ref().map(|l| l.stats());
+        self.observer
+            .observe(&snap, &devices, mqtt.as_ref(), events, refused, writes_queued);
+        self.metrics.update(
+            &snap,
+            devices,
+            mqtt,
+            &self.observer.counts,
+            started.elapsed().as_secs_f64(),
+        );
+        if let Some(h) = &self.history {
+            h.submit(history::lines(&snap));
+            self.metrics.set_history(h.stats());
+        }
+        if let Some(w) = &self.web {
+            w.publish(&snap, &self.observer.notes);
+        }
     }
 
     /// Run ticks until `shutdown` resolves, calling `on_tick` after each.
@@ -844,16 +950,13 @@ impl Daemon {
                 next = now + self.tick_s;
             }
         }
-        report.devices = self
-            .wire
-            .cdus
-            .iter()
-            .chain(self.wire.facilities.iter())
-            .chain(std::iter::once(&self.wire.meter))
-            .flatten()
-            .map(|d| (d.name().to_string(), d.status()))
-            .collect();
+        report.devices = self.devices();
         report.mqtt = self.wire.mqtt.as_ref().map(|m| m.stats());
+        if let Some(h) = self.history.take() {
+            let st = h.close().await;
+            self.metrics.set_history(st.clone());
+            report.history = Some(st);
+        }
         report
     }
 }

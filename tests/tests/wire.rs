@@ -84,6 +84,8 @@ fn daemon_config(sim: &SimWire, mqtt_port: u16, tick_s: f64, speed: f64) -> Daem
             })
             .collect(),
         api: None,
+        history: None,
+        web: None,
     }
 }
 

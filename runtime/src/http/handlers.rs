@@ -342,6 +342,8 @@ async fn metrics(State(st): State<ApiState>, caller: Caller) -> Result<Response,
         "gauge",
         per_kind(&|d| d.unmanaged_w),
     );
+    drop(b);
+    s.push_str(&st.daemon_metrics_text());
     let mut r = s.into_response();
     r.headers_mut().insert(
         header::CONTENT_TYPE,

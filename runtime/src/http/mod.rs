@@ -198,6 +198,7 @@ pub struct ApiState {
     epoch_unix_s: f64,
     events: broadcast::Sender<(String, String)>,
     kick: Arc<tokio::sync::Notify>,
+    daemon_metrics: Option<crate::metrics::DaemonMetrics>,
 }
 
 impl ApiState {
@@ -255,7 +256,19 @@ impl ApiState {
             epoch_unix_s,
             events,
             kick: Arc::new(tokio::sync::Notify::new()),
+            daemon_metrics: None,
         }
+    }
+
+    /// Append the daemon's metrics to this API's `/metrics` (one registry, one naming scheme).
+    pub fn with_daemon_metrics(mut self, m: crate::metrics::DaemonMetrics) -> Self {
+        self.daemon_metrics = Some(m);
+        self
+    }
+
+    /// The daemon's metrics in the text format, when attached.
+    pub(crate) fn daemon_metrics_text(&self) -> String {
+        self.daemon_metrics.as_ref().map(|m| m.render()).unwrap_or_default()
     }
 
     /// Notified when a limit changed through the API: the daemon then sends the new caps at once
