@@ -722,10 +722,9 @@ impl Twin {
                 && self.fresh(&fm.flow_lpm, now)
                 && valve_sum > 0.0
                 && self.fresh(&cm.valve_pct, now)
-                // A valve at its floor or fully open is off its characteristic (and a saturated
-                // loop is not at its setpoint): no UA sample there.
+                // A valve at its floor is off its characteristic: no UA sample there. A fully open
+                // valve is kept: a fouled exchanger is exactly the one that opens its valve fully.
                 && cm.valve_pct.value >= 8.0
-                && cm.valve_pct.value <= 98.0
             {
                 let m_fac = water_lpm_to_kg_s(fm.flow_lpm.value) * cm.valve_pct.value.max(0.0) / valve_sum;
                 let m_sec = pg25_lpm_to_kg_s(cm.flow_lpm.value);
