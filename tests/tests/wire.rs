@@ -177,7 +177,7 @@ async fn closed_loop_over_modbus_and_mqtt() {
 
 /// A rack agent applies a power-limit command when it arrives, not at the plant's next step: sent
 /// just after a 5 s plant step, the new limit is in force in the plant within 2 s of plant time
-/// (the issue-10 target for a limit drop; before, it waited for the next step, ≈ 5 s).
+/// (the power-budget API's target for a limit drop; before, it waited for the next step, ≈ 5 s).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_power_limit_is_applied_when_it_arrives_not_at_the_next_plant_step() {
     let _serial = SERIAL.lock().await;
