@@ -11,8 +11,8 @@
 
 pub mod history;
 pub mod http;
-pub mod operator;
 pub mod metrics;
+pub mod operator;
 pub mod snapshot;
 pub mod web;
 
