@@ -56,7 +56,7 @@ fuzz_target!(|data: &[u8]| {
         }
         let pdu = &rest[7..6 + len];
         if let Some(req) = request(pdu) {
-            let _ = dev.call(req);
+            let _ = dev.call(rest[6], req);
         }
         rest = &rest[6 + len..];
     }

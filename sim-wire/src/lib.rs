@@ -1132,10 +1132,16 @@ impl DeviceUnderTest {
         }))
     }
 
-    /// Answer one request as the served device does (`Ok(None)`: no answer at all).
-    pub fn call(&self, req: Request<'static>) -> Result<Option<Response>, ExceptionCode> {
+    /// Answer one request addressed to `unit` as the served device does (`Ok(None)`: no answer
+    /// at all; a unit id other than the device's own gets the gateway exception).
+    pub fn call(&self, unit: u8, req: Request<'static>) -> Result<Option<Response>, ExceptionCode> {
         use tokio_modbus::server::Service as _;
-        self.0.call(req).into_inner()
+        self.0
+            .call(SlaveRequest {
+                slave: unit,
+                request: req,
+            })
+            .into_inner()
     }
 
     /// Accepted writes not yet taken by the plant: (point name, engineering value).

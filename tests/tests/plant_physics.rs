@@ -677,7 +677,8 @@ fn facility_pumps_on_a_system_curve_ramp_and_transport_delay() {
     load_all(&mut plant, 0.9);
     let amb = weather_rh(20.0, 50.0);
     // CDU supply far below what the facility water gives: the valve sits wide open (design flow).
-    run(&mut plant, 60.0, 1800.0, &amb, &cdu_writes(&plant, Some(25.0), None));
+    let acts = cdu_writes(&plant, Some(25.0), None);
+    run(&mut plant, 60.0, 1800.0, &amb, &acts);
     let m_open = plant.true_facility_flow_kg_s(0);
     assert!(
         (m_open - m_design).abs() <= 1e-6 * m_design,
