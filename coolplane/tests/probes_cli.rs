@@ -24,6 +24,7 @@ fn example_config() -> String {
         .replace("127.0.0.1:15032", "127.0.0.1:24993")
         .replace("127.0.0.1:15033", "127.0.0.1:24994")
         .replace("listen = \"127.0.0.1:8080\"", "listen = \"127.0.0.1:0\"")
+        .replace("listen = \"127.0.0.1:8081\"", "listen = \"127.0.0.1:0\"")
         .replace("port = 1883", "port = 24983")
         .replace(
             "map = \"../maps/coolplane-cdu.toml\"",
@@ -249,6 +250,8 @@ fn sigterm_stops_the_daemon_and_the_demo_with_their_final_report() {
             "--mqtt-port",
             "24982",
             "--no-api",
+            "--web-listen",
+            "127.0.0.1:0",
             "--speed",
             "60",
             "--duration",
