@@ -339,9 +339,6 @@ impl Controller {
 
     /// One control tick at time `now_s` on the latest process image.
     pub fn tick(&mut self, now_s: f64, image: &Measurements) -> Actions {
-        if self.last_tick_s.is_none() {
-            self.adopt_read_back(now_s, image);
-        }
         let dt = self
             .last_tick_s
             .map(|t| (now_s - t).max(0.0))
@@ -660,43 +657,6 @@ impl Controller {
             actions.placement = d.placement;
         }
         actions
-    }
-
-    /// Bumpless start: a controller that starts (or restarts) takes the setpoints the devices
-    /// report as its own, so that its first moves are rate-limited from what is in force rather
-    /// than jumping to design values. Readings that are not usable keep the design setpoint.
-    fn adopt_read_back(&mut self, now_s: f64, image: &Measurements) {
-        let stale_after = self.cfg.stale_after_s;
-        let mut adopted = 0usize;
-        for (c, m) in image.cdus.iter().enumerate().take(self.commanded.cdus.len()) {
-            let l = self.limits.cdus[c];
-            if m.supply_setpoint_c.usable(now_s, stale_after) {
-                self.commanded.cdus[c].supply_c = m.supply_setpoint_c.value.clamp(l.supply_min_c, l.supply_max_c);
-                adopted += 1;
-            }
-            if m.flow_setpoint_lpm.usable(now_s, stale_after) {
-                self.commanded.cdus[c].flow_lpm = m.flow_setpoint_lpm.value.clamp(l.flow_min_lpm, l.flow_max_lpm);
-                adopted += 1;
-            }
-        }
-        for (h, m) in image
-            .facilities
-            .iter()
-            .enumerate()
-            .take(self.commanded.facilities.len())
-        {
-            let l = self.limits.facilities[h];
-            if m.supply_setpoint_c.usable(now_s, stale_after) {
-                self.commanded.facilities[h] = m.supply_setpoint_c.value.clamp(l.supply_min_c, l.supply_max_c);
-                adopted += 1;
-            }
-        }
-        self.proposal = self.commanded.clone();
-        self.event(
-            now_s,
-            Severity::Info,
-            format!("started: {adopted} setpoint(s) taken from the devices' read-back"),
-        );
     }
 
     fn safe_actions(&mut self) -> Actions {
