@@ -26,6 +26,9 @@
 //! The same seed always gives the same schedule and the same result; a failing seed is replayed
 //! by `coolplane scenario campaign --seeds 1 --first-seed <seed>`.
 
+// `!(x <= limit)` on purpose throughout: a NaN figure must count as a violation.
+#![allow(clippy::neg_cmp_op_on_partial_ord)]
+
 use crate::budget::LedgerGate;
 use crate::run::ENERGY_LEDGER_TOLERANCE_PCT;
 use crate::spec::{BudgetSpec, EventSpec, ScenarioSpec};

@@ -228,7 +228,7 @@ pub struct AllocationIn {
     /// Power per GPU asked for, W (default: TDP).
     #[serde(default)]
     pub request_w: Option<f64>,
-    /// Most power per GPU the job may use, W (default: TDP).
+    /// Most power per GPU the job may use, W (default: request_w, so no growth unless asked).
     #[serde(default)]
     pub max_w: Option<f64>,
     /// Higher is more important (default 0).

@@ -606,7 +606,7 @@ fn request_of(
         nodes: shares(b, nodes)?,
         min_w: min_w.unwrap_or(request_w),
         request_w,
-        max_w: max_w.unwrap_or(tdp.max(request_w)),
+        max_w: max_w.unwrap_or(request_w),
         priority: 0,
         preemptible: true,
         ttl_s: 300.0,
