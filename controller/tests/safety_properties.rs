@@ -329,7 +329,8 @@ fn check_sequence(site_name: &str, ticks: &[Tick]) -> Result<(), TestCaseError> 
                 );
             }
         }
-        let gpu_stale = !(now - img.gpus.t_s <= cfg.stale_after_s) || img.gpus.temp_c.is_empty();
+        let age = now - img.gpus.t_s;
+        let gpu_stale = age.is_nan() || age > cfg.stale_after_s || img.gpus.temp_c.is_empty();
         if gpu_stale {
             prop_assert_eq!(
                 c.mode(),

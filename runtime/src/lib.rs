@@ -875,6 +875,7 @@ impl Daemon {
 
     /// The operator outputs of a tick: snapshot, logs and counts, metrics, history, web page.
     #[allow(clippy::too_many_arguments)]
+    #[allow(clippy::too_many_arguments)]
     fn observe(
         &mut self,
         now: f64,

@@ -210,6 +210,7 @@ impl Operator {
             .collect()
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn result(
         &self,
         mqtt: &MqttLink,
@@ -579,6 +580,7 @@ impl Operator {
     }
 
     /// After the controller's tick: publish state, budget, mode, availability, events, discovery.
+    #[allow(clippy::too_many_arguments)]
     #[allow(clippy::too_many_arguments)]
     pub fn after_tick(
         &mut self,

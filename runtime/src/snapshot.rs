@@ -157,6 +157,7 @@ fn min_opt(vals: impl IntoIterator<Item = Option<f64>>) -> Option<f64> {
 impl Snapshot {
     /// The snapshot of image `m` at plant time `now_s` (readings older than `stale_after_s` are
     /// left out), with the controller's `mode` and the GPU `slowdown_c` limit.
+    #[allow(clippy::too_many_arguments)]
     pub fn from_image(
         site: &str,
         topo: &Topology,

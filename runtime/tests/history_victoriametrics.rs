@@ -53,7 +53,7 @@ fn http(port: u16, method: &str, path: &str) -> Option<(u16, String)> {
 }
 
 fn start_vm(bin: &str, port: u16, data: &std::path::Path) -> Child {
-    let child = Command::new(bin)
+    let mut child = Command::new(bin)
         .arg(format!("-httpListenAddr=127.0.0.1:{port}"))
         .arg(format!("-storageDataPath={}", data.display()))
         .arg("-retentionPeriod=1")
@@ -67,6 +67,8 @@ fn start_vm(bin: &str, port: u16, data: &std::path::Path) -> Child {
         }
         std::thread::sleep(Duration::from_millis(50));
     }
+    let _ = child.kill();
+    let _ = child.wait();
     panic!("victoria-metrics did not answer /health on 127.0.0.1:{port}");
 }
 

@@ -7,7 +7,10 @@ use std::collections::{BTreeMap, BTreeSet};
 
 /// A strict parser of the text exposition format: returns family name → type, and every
 /// sample as (name, labels, value). Panics with the offending line on anything malformed.
-pub(crate) fn parse(text: &str) -> (BTreeMap<String, String>, Vec<(String, BTreeMap<String, String>, f64)>) {
+/// One exposition sample: metric name, labels, value.
+pub(crate) type Sample = (String, BTreeMap<String, String>, f64);
+
+pub(crate) fn parse(text: &str) -> (BTreeMap<String, String>, Vec<Sample>) {
     let mut types = BTreeMap::new();
     let mut helps = BTreeSet::new();
     let mut samples = Vec::new();
