@@ -280,6 +280,19 @@ pub struct TrimRespondParams {
     pub facility_hold_s: f64,
     /// Relative rise of the measured cooling power that undoes a facility trim.
     pub facility_probe_deadband: f64,
+    /// Deadband of the CDU resets, K: a CDU trims only while every one of its racks has a GPU
+    /// margin to slowdown above `request_margin_k + trim_deadband_k`; between that and the request
+    /// margin (or with requests at or below `ignored_requests`) it holds its setpoints.
+    pub trim_deadband_k: f64,
+    /// A CDU trims only after this many consecutive quiet resets (no request, margin above the
+    /// deadband), like G36's requirement that a condition persist before a request changes.
+    pub trim_quiet_periods: u32,
+    /// A trimmed CDU supply setpoint is written only once it differs from the one written by at
+    /// least this much, K (a respond towards colder water is written at once).
+    pub min_write_supply_k: f64,
+    /// A trimmed CDU flow setpoint is written only once it differs from the one written by at
+    /// least this fraction of design flow (a respond towards more flow is written at once).
+    pub min_write_flow_frac: f64,
 }
 
 impl Default for TrimRespondParams {
@@ -304,6 +317,10 @@ impl Default for TrimRespondParams {
             facility_probe_settle_s: 600.0,
             facility_hold_s: 3600.0,
             facility_probe_deadband: 0.01,
+            trim_deadband_k: 3.0,
+            trim_quiet_periods: 3,
+            min_write_supply_k: 1.0,
+            min_write_flow_frac: 0.1,
         }
     }
 }
@@ -313,7 +330,12 @@ impl Default for TrimRespondParams {
 pub struct TrimRespond {
     /// Parameters.
     pub params: TrimRespondParams,
+    /// The reset's own setpoints (trims accumulate here).
     state: Option<Setpoints>,
+    /// The setpoints last handed out (written).
+    written: Option<Setpoints>,
+    /// Per CDU: consecutive quiet resets.
+    quiet_resets: Vec<u32>,
     last_reset_s: Option<f64>,
     /// Per hall: (measured cooling power before the last trim towards warmer water, kW; when).
     facility_probe: Vec<Option<(f64, f64)>>,
@@ -352,16 +374,19 @@ impl TrimRespond {
     }
 
     /// Requests a CDU's racks raise from their hottest GPU readings (stale or bad readings raise
-    /// the maximum: an unknown temperature is treated as a hot one).
-    fn cdu_requests(&self, input: &PolicyInput<'_>, cdu: usize) -> u32 {
+    /// the maximum: an unknown temperature is treated as a hot one), and whether every rack is
+    /// quiet, i.e. more than `trim_deadband_k` beyond the request margin (only then may it trim).
+    fn cdu_requests(&self, input: &PolicyInput<'_>, cdu: usize) -> (u32, bool) {
         let m = self.params.request_margin_k;
         let mut req = 0;
+        let mut quiet = true;
         for r in input.topology.cdus[cdu].racks.clone() {
             let reading = input.image.racks.get(r).map(|x| x.gpu_temp_max_c);
             let margin = match reading {
                 Some(x) if x.usable(input.now_s, 3.0 * self.params.period_s) => input.limits.gpu_slowdown_c - x.value,
                 _ => f64::NEG_INFINITY,
             };
+            quiet &= margin > m + self.params.trim_deadband_k;
             req += if margin <= m / 3.0 {
                 3
             } else if margin <= 2.0 * m / 3.0 {
@@ -372,7 +397,7 @@ impl TrimRespond {
                 0
             };
         }
-        req
+        (req, quiet)
     }
 
     /// Requests a two-phase immersion tank raises from its pressure (0 for a cold-plate CDU).
@@ -417,7 +442,15 @@ impl Policy for TrimRespond {
             self.last_reset_s = Some(input.now_s);
             for (c, l) in limits.cdus.iter().enumerate() {
                 let tank_req = self.tank_requests(input, c);
-                let req = self.cdu_requests(input, c) + tank_req;
+                let (gpu_req, quiet) = self.cdu_requests(input, c);
+                let req = gpu_req + tank_req;
+                self.quiet_resets.resize(limits.cdus.len(), 0);
+                self.quiet_resets[c] = if quiet && tank_req == 0 {
+                    self.quiet_resets[c].saturating_add(1)
+                } else {
+                    0
+                };
+                let trim_ok = self.quiet_resets[c] >= p.trim_quiet_periods;
                 let supply_max = l.supply_max_c.min(l.supply_design_c + p.supply_max_above_design_k);
                 let flow_min = l.flow_min_lpm.max(p.flow_min_frac * l.flow_design_lpm);
                 let s = &mut sp.cdus[c];
@@ -430,8 +463,9 @@ impl Policy for TrimRespond {
                     reasons.push(format!(
                         "cdu {c}: {req} requests from hot GPUs: supply −{d_t:.1} K, flow +{d_f:.0} L/min"
                     ));
-                } else if tank_req > 0 {
-                    // A tank inside its pressure band holds its condenser water (no hunting).
+                } else if tank_req > 0 || !trim_ok {
+                    // A tank inside its pressure band holds its condenser water, and a CDU with
+                    // requests at or below the ignored number holds its setpoints (no hunting).
                 } else if s.supply_c < supply_max - 1e-9 {
                     s.supply_c = (s.supply_c + p.supply_trim_k).min(supply_max);
                 } else {
@@ -514,8 +548,32 @@ impl Policy for TrimRespond {
             }
         }
         self.state = Some(sp.clone());
+        // Minimum change to write: a trim is handed out only once it has moved the setpoint by
+        // `min_write_*` from the one written; a respond (colder, more flow) is handed out at once.
+        let mut out = self.written.clone().unwrap_or_else(|| sp.clone());
+        for (c, l) in limits.cdus.iter().enumerate() {
+            let (want, w) = (sp.cdus[c], &mut out.cdus[c]);
+            // A trim that reached its bound is written too (the last step may be small).
+            let supply_max = l.supply_max_c.min(l.supply_design_c + p.supply_max_above_design_k);
+            let flow_min = l.flow_min_lpm.max(p.flow_min_frac * l.flow_design_lpm);
+            if want.supply_c < w.supply_c
+                || want.supply_c - w.supply_c >= p.min_write_supply_k - 1e-9
+                || want.supply_c >= supply_max - 1e-9
+            {
+                w.supply_c = want.supply_c;
+            }
+            let d_f = p.min_write_flow_frac * l.flow_design_lpm;
+            if want.flow_lpm > w.flow_lpm
+                || w.flow_lpm - want.flow_lpm >= d_f - 1e-9
+                || want.flow_lpm <= flow_min + 1e-9
+            {
+                w.flow_lpm = want.flow_lpm;
+            }
+        }
+        out.facilities.clone_from(&sp.facilities);
+        self.written = Some(out.clone());
         Decision {
-            setpoints: sp,
+            setpoints: out,
             power_limits: Vec::new(),
             placement: None,
             reasons,
@@ -654,7 +712,14 @@ mod tests {
         let topo = Topology::new(&site);
         let limits = PlantLimits::from_site(&site, &topo);
         let cur = limits.design_setpoints();
-        let mut tr = TrimRespond::default();
+        // Trim at the first quiet reset and hand out every change (the deadband and the minimum
+        // write are tested below).
+        let mut tr = TrimRespond::new(TrimRespondParams {
+            trim_quiet_periods: 1,
+            min_write_supply_k: 0.0,
+            min_write_flow_frac: 0.0,
+            ..Default::default()
+        });
         let cool = image(&topo, 70.0, 50.0, 0.0);
         let d0 = tr.decide(&PolicyInput {
             now_s: 0.0,
@@ -692,6 +757,78 @@ mod tests {
             "flow capped at max"
         );
         assert!(!d2.reasons.is_empty());
+    }
+
+    /// Guideline 36 deadband: hottest GPUs wandering just outside the request margin (9.5 and 11.5 K
+    /// from slowdown, the margin is 9 K and the deadband 3 K) leave the setpoints alone, where the
+    /// reset without a deadband trims at every period; a clearly cool hall is trimmed after three
+    /// quiet resets, handed out only in steps of `min_write_supply_k` (and at its bound); hot GPUs
+    /// are answered at once.
+    #[test]
+    fn trim_respond_has_a_deadband_and_a_minimum_write() {
+        let site = builtin_site("hall-10k").unwrap();
+        let topo = Topology::new(&site);
+        let limits = PlantLimits::from_site(&site, &topo);
+        let cur = limits.design_setpoints();
+        let slow = limits.gpu_slowdown_c;
+        let p = TrimRespondParams::default();
+        let decide = |tr: &mut TrimRespond, gpu: f64, t: f64| {
+            tr.decide(&PolicyInput {
+                now_s: t,
+                image: &image(&topo, gpu, 50.0, t),
+                limits: &limits,
+                topology: &topo,
+                current: &cur,
+            })
+            .setpoints
+            .cdus[0]
+        };
+        let changes = |tr: &mut TrimRespond| {
+            let mut last = decide(tr, slow - 9.5, 0.0);
+            let mut n = 0;
+            for k in 1..100 {
+                let gpu = if k % 2 == 0 { slow - 9.5 } else { slow - 11.5 };
+                let out = decide(tr, gpu, k as f64 * p.period_s);
+                if out != last {
+                    n += 1;
+                    last = out;
+                }
+            }
+            n
+        };
+        assert_eq!(changes(&mut TrimRespond::default()), 0, "setpoints moved inside the deadband");
+        // The check can fail: without the deadband and the minimum write the same GPUs move the
+        // setpoints at every reset until the trims reach their bounds.
+        let mut old = TrimRespond::new(TrimRespondParams {
+            trim_deadband_k: 0.0,
+            trim_quiet_periods: 0,
+            min_write_supply_k: 0.0,
+            min_write_flow_frac: 0.0,
+            ..p
+        });
+        assert!(changes(&mut old) >= 20, "without the deadband");
+        // Clearly cool: trims of 0.2 K per period after 3 quiet resets, written in steps of ≥ 1 K,
+        // up to the bound.
+        let mut tr = TrimRespond::default();
+        let design = cur.cdus[0].supply_c;
+        let bound = limits.cdus[0].supply_max_c.min(design + p.supply_max_above_design_k);
+        let mut written = vec![decide(&mut tr, slow - 20.0, 0.0).supply_c];
+        assert_eq!(written[0], design, "no trim before three quiet resets");
+        for k in 1..40 {
+            let s = decide(&mut tr, slow - 20.0, k as f64 * p.period_s).supply_c;
+            if s != *written.last().unwrap() {
+                written.push(s);
+            }
+        }
+        assert!((written.last().unwrap() - bound).abs() < 1e-9, "{written:?}");
+        assert!(written.len() <= 4, "{written:?}");
+        for w in written.windows(2) {
+            let d = w[1] - w[0];
+            assert!(d >= p.min_write_supply_k - 1e-9 || (w[1] - bound).abs() < 1e-9, "{written:?}");
+        }
+        // Hot: answered at the next reset, colder by the capped respond.
+        let hot = decide(&mut tr, slow - 1.0, 40.0 * p.period_s).supply_c;
+        assert!((hot - (bound - p.supply_respond_max_k)).abs() < 1e-9, "{hot}");
     }
 
     #[test]
