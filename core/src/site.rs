@@ -377,6 +377,35 @@ pub struct Facility {
     /// Heat-reuse heat pump (optional).
     #[serde(default)]
     pub heat_reuse: Option<HeatReuse>,
+    /// Facility pumps on a system curve, with ramp limits and transport delay (optional; without
+    /// it the facility pumps follow `pump_design_power_kw` × (flow / design flow)³).
+    #[serde(default)]
+    pub hydraulics: Option<Hydraulics>,
+}
+
+/// Facility pumps and pipework: a system curve (static head + friction), a pump curve with a
+/// best-efficiency point, a variable-speed drive with an acceleration limit, and the transport
+/// delay of the supply main (docs/plant-physics.md §6).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Hydraulics {
+    /// Head that does not fall with flow, m: the differential-pressure setpoint held across the
+    /// farthest CDU branch (its heat exchanger and control valve) in a closed loop.
+    pub static_head_m: f64,
+    /// Friction head of mains, headers and heat-rejection coils at design flow, m (∝ flow²).
+    pub friction_head_m: f64,
+    /// Pump shut-off head at full speed, m (centrifugal pumps: 1.1–1.4 × the design head).
+    pub shutoff_head_m: f64,
+    /// Pump hydraulic efficiency at its best-efficiency point (design flow, full speed).
+    pub bep_efficiency: f64,
+    /// Motor × variable-speed-drive efficiency.
+    pub motor_drive_efficiency: f64,
+    /// Time the drive takes from standstill to full speed, s (acceleration limit; the same
+    /// limit applies when slowing down).
+    pub ramp_s: f64,
+    /// Water volume of the supply main between the heat rejection and the CDUs, m³: the CDUs see
+    /// the supply temperature of `volume / flow` seconds ago.
+    pub supply_main_m3: f64,
 }
 
 /// Dry coolers of a hall, as one equivalent bank.
@@ -438,6 +467,23 @@ pub struct Chiller {
     pub carnot_efficiency: f64,
     /// Upper bound of the COP.
     pub cop_max: f64,
+    /// Compressor stages (modules) of equal capacity; staged one at a time.
+    #[serde(default = "one")]
+    pub stages: u32,
+    /// Minimum run time of a stage once started, s.
+    #[serde(default = "default_chiller_min_run_s")]
+    pub min_run_s: f64,
+    /// Minimum off time of a stage before it may restart, s.
+    #[serde(default = "default_chiller_min_off_s")]
+    pub min_off_s: f64,
+}
+
+fn default_chiller_min_run_s() -> f64 {
+    600.0
+}
+
+fn default_chiller_min_off_s() -> f64 {
+    300.0
 }
 
 /// Heat-reuse heat pump lifting facility return water to district heating.
@@ -460,8 +506,51 @@ pub struct HeatReuse {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct AirHandling {
-    /// Fan power per kW of air-side heat, kW/kW.
+    /// Fan power per kW of air-side heat, kW/kW (used when `crah` is not given).
+    #[serde(default)]
     pub fan_kw_per_kw: f64,
+    /// Air handlers modelled from airflow, fan pressure and coils against a room-air limit
+    /// (optional; replaces `fan_kw_per_kw`).
+    #[serde(default)]
+    pub crah: Option<Crah>,
+}
+
+/// Fan-wall air handlers with two coils in series: a warm coil on facility water (ε-NTU) and a
+/// chilled-water coil served by an air-side chiller with integrated free cooling. The supply air
+/// must stay at or below the room-air limit; what the coils cannot remove raises the room air
+/// (scored). See docs/plant-physics.md §7.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Crah {
+    /// Supply-air setpoint, °C.
+    pub supply_air_c: f64,
+    /// Room-air (server inlet) limit, °C (ASHRAE A1 recommended upper bound: 27 °C).
+    pub room_air_max_c: f64,
+    /// Air temperature rise across the servers, K (sets the airflow per kW).
+    pub air_delta_t_k: f64,
+    /// Fan total pressure at design airflow, Pa (coils, filters, distribution; ∝ airflow²).
+    pub fan_pressure_pa: f64,
+    /// Fan + motor + drive efficiency.
+    pub fan_efficiency: f64,
+    /// Warm coil: leaving air − entering facility water at design airflow, K.
+    pub warm_coil_approach_k: f64,
+    /// Chilled-water supply temperature of the air-side chiller, °C.
+    pub chilled_water_c: f64,
+    /// Chilled-water temperature rise across the coils, K.
+    pub chilled_water_delta_t_k: f64,
+    /// Air-side chiller capacity, kW.
+    pub chiller_capacity_kw: f64,
+    /// Air-side chiller: fraction of the Carnot COP achieved (package, condenser fans included).
+    pub chiller_carnot_efficiency: f64,
+    /// Air-side chiller: upper bound of the COP.
+    pub chiller_cop_max: f64,
+    /// Air-cooled condensing temperature above dry-bulb, K.
+    pub condenser_approach_k: f64,
+    /// Free-cooling coil: full free cooling when the dry-bulb is this far below the chilled-water
+    /// supply, none when it is this far below the chilled-water return, K.
+    pub free_cooling_approach_k: f64,
+    /// Free-cooling fan power per kW of heat removed by free cooling, kW/kW.
+    pub free_cooling_fan_kw_per_kw: f64,
 }
 
 impl Cdu {
@@ -949,6 +1038,43 @@ impl Site {
                 );
             }
             c.range(&f("air.fan_kw_per_kw"), hall.air.fan_kw_per_kw, 0.0, 0.5, "kW/kW");
+            if let Some(ch) = &fw.chiller {
+                c.range(&f("facility.chiller.stages"), ch.stages as f64, 1.0, 32.0, "stages");
+                c.range(&f("facility.chiller.min_run_s"), ch.min_run_s, 0.0, 7200.0, "s");
+                c.range(&f("facility.chiller.min_off_s"), ch.min_off_s, 0.0, 7200.0, "s");
+            }
+            if let Some(hy) = &fw.hydraulics {
+                let g = |n: &str| f(&format!("facility.hydraulics.{n}"));
+                c.range(&g("static_head_m"), hy.static_head_m, 0.0, 200.0, "m");
+                c.range(&g("friction_head_m"), hy.friction_head_m, 0.1, 200.0, "m");
+                c.rule(
+                    hy.shutoff_head_m.is_finite() && hy.shutoff_head_m > hy.static_head_m + hy.friction_head_m,
+                    &g("shutoff_head_m"),
+                    format!("{}", hy.shutoff_head_m),
+                    "must exceed the design head (static_head_m + friction_head_m): the pump could not deliver design flow",
+                );
+                c.range(&g("bep_efficiency"), hy.bep_efficiency, 0.3, 0.95, "fraction");
+                c.range(&g("motor_drive_efficiency"), hy.motor_drive_efficiency, 0.5, 1.0, "fraction");
+                c.range(&g("ramp_s"), hy.ramp_s, 0.0, 600.0, "s");
+                c.range(&g("supply_main_m3"), hy.supply_main_m3, 0.0, fw.loop_volume_m3, "m³, part of loop_volume_m3");
+            }
+            if let Some(cr) = &hall.air.crah {
+                let g = |n: &str| f(&format!("air.crah.{n}"));
+                c.range(&g("supply_air_c"), cr.supply_air_c, 10.0, 35.0, "°C");
+                c.range(&g("room_air_max_c"), cr.room_air_max_c, cr.supply_air_c, 45.0, "°C, at least supply_air_c");
+                c.range(&g("air_delta_t_k"), cr.air_delta_t_k, 3.0, 30.0, "K");
+                c.range(&g("fan_pressure_pa"), cr.fan_pressure_pa, 50.0, 3000.0, "Pa");
+                c.range(&g("fan_efficiency"), cr.fan_efficiency, 0.2, 0.9, "fraction");
+                c.range(&g("warm_coil_approach_k"), cr.warm_coil_approach_k, 0.5, 20.0, "K");
+                c.range(&g("chilled_water_c"), cr.chilled_water_c, 4.0, cr.supply_air_c - 1.0, "°C, below the supply air");
+                c.range(&g("chilled_water_delta_t_k"), cr.chilled_water_delta_t_k, 2.0, 15.0, "K");
+                c.range(&g("chiller_capacity_kw"), cr.chiller_capacity_kw, 0.0, 1e6, "kW");
+                c.range(&g("chiller_carnot_efficiency"), cr.chiller_carnot_efficiency, 0.1, 0.9, "fraction");
+                c.range(&g("chiller_cop_max"), cr.chiller_cop_max, 1.0, 30.0, "COP");
+                c.range(&g("condenser_approach_k"), cr.condenser_approach_k, 2.0, 30.0, "K");
+                c.range(&g("free_cooling_approach_k"), cr.free_cooling_approach_k, 0.5, 20.0, "K");
+                c.range(&g("free_cooling_fan_kw_per_kw"), cr.free_cooling_fan_kw_per_kw, 0.0, 0.2, "kW/kW");
+            }
             if let Some(im) = &hall.immersion {
                 check_immersion(&mut c, self, hall, im, &f);
             }

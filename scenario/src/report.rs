@@ -175,6 +175,24 @@ const LINES: &[Line] = &[
         decimals: 0,
     },
     Line {
+        label: "chiller starts",
+        unit: "",
+        get: |r| r.kpis.chiller_starts as f64,
+        decimals: 0,
+    },
+    Line {
+        label: "room air max",
+        unit: "°C",
+        get: |r| r.kpis.room_air_max_c,
+        decimals: 1,
+    },
+    Line {
+        label: "room air above its limit",
+        unit: "K·h",
+        get: |r| r.kpis.room_air_over_limit_k_h,
+        decimals: 2,
+    },
+    Line {
         label: "supply temp max deviation",
         unit: "K",
         get: |r| r.kpis.supply_temp_max_dev_k,
@@ -294,11 +312,11 @@ pub fn markdown_matrix(runs: &[RunReport], per_group: usize) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "| weather | period (start day) | policy | PUE | PUE p95 15 min | IT MWh | cooling MWh | cooling ratio | cooling % of IT | facility MWh | facility kWh per GPU-h of work | chiller MWh | water m³ | throttle GPU-s | near-throttle GPU-s | hottest GPU °C | shutdowns | work lost % | supply dev K | writes | fan starts |"
+        "| weather | period (start day) | policy | PUE | PUE p95 15 min | IT MWh | cooling MWh | cooling ratio | cooling % of IT | facility MWh | facility kWh per GPU-h of work | chiller MWh | water m³ | throttle GPU-s | near-throttle GPU-s | hottest GPU °C | shutdowns | work lost % | supply dev K | writes | fan starts | mechanical pPUE | room air max °C | chiller starts |"
     );
     let _ = writeln!(
         s,
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
     );
     for group in runs.chunks(per_group.max(1)) {
         let base = group[0].kpis.cooling_energy_kwh;
@@ -306,7 +324,7 @@ pub fn markdown_matrix(runs: &[RunReport], per_group: usize) -> String {
             let k = &r.kpis;
             let _ = writeln!(
                 s,
-                "| {} | {} ({:.0}) | {} | {:.4} | {:.4} | {:.1} | {:.1} | {:.3} | {:.2} | {:.1} | {:.5} | {:.1} | {:.1} | {:.0} | {:.0} | {:.1} | {} | {:.3} | {:.2} | {} | {} |",
+                "| {} | {} ({:.0}) | {} | {:.4} | {:.4} | {:.1} | {:.1} | {:.3} | {:.2} | {:.1} | {:.5} | {:.1} | {:.1} | {:.0} | {:.0} | {:.1} | {} | {:.3} | {:.2} | {} | {} | {:.4} | {:.1} | {} |",
                 r.weather,
                 r.period,
                 r.period_start_day,
@@ -328,7 +346,12 @@ pub fn markdown_matrix(runs: &[RunReport], per_group: usize) -> String {
                 k.work_lost_pct,
                 k.supply_temp_max_dev_k,
                 k.setpoint_writes,
-                k.rejection_fan_starts
+                k.rejection_fan_starts,
+                // Mechanical pPUE: (IT + cooling + misc) / IT, the boundary of published
+                // liquid-cooled sites that leave electrical losses out (docs/plant-physics.md §9).
+                (k.it_energy_kwh + k.cooling_energy_kwh + k.misc_energy_kwh) / k.it_energy_kwh,
+                k.room_air_max_c,
+                k.chiller_starts
             );
         }
     }

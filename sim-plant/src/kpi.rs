@@ -61,6 +61,15 @@ pub struct StepFlows {
     /// on the coils (each coil's ε-NTU) − vented and seal-loss vapour heat − change of the pools'
     /// stored heat (from pool temperatures); 0 without tanks.
     pub tank_residual_j: f64,
+    /// Residual of the room air this step, J (halls with modelled air handlers): air-side heat of
+    /// the racks (IT meter − heat into the liquid) + air-handler fan heat − heat taken by the warm
+    /// coils (ε-NTU) − heat taken by the chilled-water coils (the air-side chillers' evaporator and
+    /// free-cooling heat, from their own power); 0 otherwise.
+    pub air_residual_j: f64,
+    /// Hottest supply (room) air of the halls with modelled air handlers this step, °C (NaN if none).
+    pub room_air_c: f64,
+    /// Σ over halls of (supply air − room-air limit)⁺ × dt this step, K·s.
+    pub room_air_over_k_s: f64,
     /// IT power by the rack path, W: Σ over racks of the GPUs' own power telemetry plus node and
     /// switch power, summed apart from the utility-meter path ([`StepFlows::it_w`]).
     pub it_rack_path_w: f64,
@@ -101,6 +110,9 @@ pub struct KpiAccumulator {
     cdu_residual_j: f64,
     facility_residual_j: f64,
     tank_residual_j: f64,
+    air_residual_j: f64,
+    room_air_max_c: f64,
+    room_air_over_k_s: f64,
     it_rack_path_j: f64,
     stored_start_j: f64,
     throttle_gpu_s: f64,
@@ -126,6 +138,8 @@ pub struct KpiAccumulator {
     pub setpoint_writes: u64,
     /// Starts of the heat-rejection fans (after a stop).
     pub rejection_fan_starts: u64,
+    /// Starts of chiller stages (trim chiller and air-side chiller compressors).
+    pub chiller_starts: u64,
     /// Setpoint writes rejected as out of range.
     pub rejected_writes: u64,
     /// Σ|Δ setpoint| of CDU supply setpoints, K.
@@ -171,6 +185,12 @@ impl KpiAccumulator {
         self.cdu_residual_j += f.cdu_residual_j;
         self.facility_residual_j += f.facility_residual_j;
         self.tank_residual_j += f.tank_residual_j;
+        self.air_residual_j += f.air_residual_j;
+        if f.room_air_c.is_finite() {
+            // Room air is never below 10 °C (site validation), so 0 is a safe start.
+            self.room_air_max_c = self.room_air_max_c.max(f.room_air_c);
+        }
+        self.room_air_over_k_s += f.room_air_over_k_s;
         self.it_rack_path_j += f.it_rack_path_w * dt;
         self.throttle_gpu_s += f.throttled_gpus as f64 * dt;
         self.near_throttle_gpu_s += f.near_throttle_gpus as f64 * dt;
@@ -270,6 +290,7 @@ impl KpiAccumulator {
                         .max(self.cdu_residual_j.abs())
                         .max(self.facility_residual_j.abs())
                         .max(self.tank_residual_j.abs())
+                        .max(self.air_residual_j.abs())
                     / self.heat_in_j
             } else {
                 0.0
@@ -280,6 +301,10 @@ impl KpiAccumulator {
             ledger_cdu_residual_kwh: self.cdu_residual_j / J_PER_KWH,
             ledger_facility_residual_kwh: self.facility_residual_j / J_PER_KWH,
             ledger_tank_residual_kwh: self.tank_residual_j / J_PER_KWH,
+            ledger_air_residual_kwh: self.air_residual_j / J_PER_KWH,
+            room_air_max_c: self.room_air_max_c,
+            room_air_over_limit_k_h: self.room_air_over_k_s / 3600.0,
+            chiller_starts: self.chiller_starts,
             it_rack_path_kwh: self.it_rack_path_j / J_PER_KWH,
             it_meter_error_pct: if self.it_j > 0.0 {
                 100.0 * (self.it_j - self.it_rack_path_j).abs() / self.it_j
@@ -392,6 +417,18 @@ pub struct Kpis {
     /// Ledger: residual of the immersion tanks' pools, kWh (0 without tanks).
     #[serde(default)]
     pub ledger_tank_residual_kwh: f64,
+    /// Ledger: residual of the room air of halls with modelled air handlers, kWh.
+    #[serde(default)]
+    pub ledger_air_residual_kwh: f64,
+    /// Hottest supply (room) air over the window, °C (0 where no hall models its air handlers).
+    #[serde(default)]
+    pub room_air_max_c: f64,
+    /// Room air above its limit, K·h (Σ over halls).
+    #[serde(default)]
+    pub room_air_over_limit_k_h: f64,
+    /// Starts of chiller stages (trim chiller and air-side chillers).
+    #[serde(default)]
+    pub chiller_starts: u64,
     /// IT energy by the rack path (GPU telemetry + node and switch power per rack), kWh.
     #[serde(default)]
     pub it_rack_path_kwh: f64,

@@ -49,6 +49,24 @@ pub const GPU_RESTART_S: f64 = 600.0;
 /// controller that writes often is scored like one that writes rarely.
 pub const SUPPLY_REF_RAMP_K_PER_S: f64 = 1.0 / 60.0;
 const PUMP_INERTIA_TAU_S: f64 = 2.0;
+/// Air density at the air handlers, kg/m³ (≈ 30 °C, sea level).
+const AIR_DENSITY_KG_M3: f64 = 1.16;
+/// Warm coil: water-side / air-side capacity rate at design.
+const WARM_COIL_WATER_TO_AIR: f64 = 1.5;
+/// Gravitational acceleration, m/s².
+const G_M_S2: f64 = 9.81;
+/// Evaporating temperature below the chilled-water supply, K.
+const EVAPORATOR_APPROACH_K: f64 = 3.0;
+/// Air-side chiller compressors: minimum run and minimum off time, s.
+const AHU_CHILLER_MIN_RUN_S: f64 = 600.0;
+const AHU_CHILLER_MIN_OFF_S: f64 = 300.0;
+/// Trim chiller staging: a stage is added when the running stages are loaded above this fraction
+/// of their capacity for [`CHILLER_STAGE_UP_S`], and removed when the load would fit in one stage
+/// fewer at [`CHILLER_STAGE_DOWN_FRAC`] for [`CHILLER_STAGE_DOWN_S`] (hysteresis between the two).
+const CHILLER_STAGE_UP_FRAC: f64 = 0.95;
+const CHILLER_STAGE_UP_S: f64 = 300.0;
+const CHILLER_STAGE_DOWN_FRAC: f64 = 0.8;
+const CHILLER_STAGE_DOWN_S: f64 = 900.0;
 const VALVE_MIN: f64 = 0.05;
 const FILM_EXPONENT: f64 = 0.7;
 const SECONDS_PER_YEAR: f64 = 365.0 * 86_400.0;
@@ -96,6 +114,41 @@ struct RejectionParams {
     c_facility_j_k: f64,
     pump_design_w: f64,
     m_facility_design_kg_s: f64,
+    hyd: Option<HydParams>,
+    crah: Option<CrahParams>,
+}
+
+/// Facility pumps on a system curve (see [`coolplane_core::site::Hydraulics`]).
+#[derive(Debug, Clone)]
+struct HydParams {
+    static_m: f64,
+    friction_m: f64,
+    shutoff_m: f64,
+    eta_bep: f64,
+    eta_drive: f64,
+    /// Largest change of pump flow per second, kg/s².
+    ramp_kg_s2: f64,
+    /// Water in the supply main, kg.
+    main_kg: f64,
+}
+
+/// Air handlers (see [`coolplane_core::site::Crah`]).
+#[derive(Debug, Clone)]
+struct CrahParams {
+    supply_air_c: f64,
+    room_air_max_c: f64,
+    air_dt_k: f64,
+    m_air_design_kg_s: f64,
+    fan_design_w: f64,
+    ua_warm_design: f64,
+    chw_c: f64,
+    chw_dt_k: f64,
+    chiller_cap_w: f64,
+    carnot: f64,
+    cop_max: f64,
+    cond_approach_k: f64,
+    fc_approach_k: f64,
+    fc_fan_kw_per_kw: f64,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -156,6 +209,16 @@ struct HallState {
     coil_frac: f64,
     adiabatic: bool,
     chiller: bool,
+    chiller_stages: u32,
+    chiller_stage_s: f64,
+    chiller_up_s: f64,
+    chiller_down_s: f64,
+    clock_s: f64,
+    supply_hist: std::collections::VecDeque<(f64, f64)>,
+    room_air_c: f64,
+    ahu_comp_on: bool,
+    ahu_comp_state_s: f64,
+    warm_coil_w: f64,
     sat_timer_s: f64,
     relax_timer_s: f64,
     chiller_idle_s: f64,
@@ -375,6 +438,11 @@ impl Plant {
                 fans_on: true,
                 fan_state_s: FAN_MIN_ON_OFF_S,
                 coil_frac: 1.0,
+                // The CDU valves start half open: the facility pumps start at that flow.
+                flow_kg_s: 0.5 * rej_params[h.spec].m_facility_design_kg_s,
+                chiller_stage_s: f64::INFINITY,
+                ahu_comp_state_s: f64::INFINITY,
+                room_air_c: spec.air.crah.as_ref().map_or(f64::NAN, |c| c.supply_air_c),
                 sp_remote: sp,
                 sp,
                 bias: rng.sample::<f64, _>(StandardNormal) * site.sensors.temp_bias_k,
@@ -612,6 +680,28 @@ impl Plant {
     /// True facility supply temperature of hall `h`, °C.
     pub fn true_facility_supply_c(&self, h: usize) -> f64 {
         self.halls[h].t_sup
+    }
+
+    /// True facility water flow through the pumps of hall `h`, kg/s.
+    pub fn true_facility_flow_kg_s(&self, h: usize) -> f64 {
+        self.halls[h].flow_kg_s
+    }
+
+    /// True facility water temperature arriving at CDU `cdu`'s heat exchanger, °C (the hall's
+    /// supply temperature one transport delay ago).
+    pub fn true_cdu_facility_inlet_c(&self, cdu: usize) -> f64 {
+        self.cdus[cdu].fac_in_c
+    }
+
+    /// True supply (room) air temperature of hall `h`, °C (NaN where the air handlers are not
+    /// modelled).
+    pub fn true_room_air_c(&self, h: usize) -> f64 {
+        self.halls[h].room_air_c
+    }
+
+    /// Stages of the trim chiller of hall `h` running now.
+    pub fn chiller_stages(&self, h: usize) -> u32 {
+        self.halls[h].chiller_stages
     }
 
     /// Outdoor conditions the plant ran the last step under: the weather handed to
@@ -1108,6 +1198,7 @@ impl Plant {
         let h = dt / n_sub as f64;
         let mut flows = StepFlows {
             dt_s: dt,
+            room_air_c: f64::NAN,
             ..Default::default()
         };
         // Heat each CDU and hall takes this step (constant over the sub-steps).
@@ -1160,9 +1251,9 @@ impl Plant {
                 let spec = &self.site.halls[spec_idx];
                 let p = self.cdu_params[spec_idx].clone();
                 let rp = &self.rej_params[spec_idx];
-                let t_fac = self.halls[hi].t_sup;
                 let mut q_to_fac = 0.0;
-                let mut fac_flow = 0.0;
+                // CDU pumps and facility valves first: the valves' demand sets the facility flow.
+                let mut fac_demand = 0.0;
                 for ci in hall.cdus.clone() {
                     let c = &mut self.cdus[ci];
                     // Pump speed loop (integral action on the flow error) and available pumps.
@@ -1194,11 +1285,35 @@ impl Plant {
                         c.valve_i = v - kp * e;
                     }
                     c.valve = c.valve_stuck.unwrap_or(v).max(VALVE_MIN * 0.2);
+                    c.pump_w = pump_w;
+                    fac_demand += c.valve * p.m_cold_design_kg_s;
+                }
+                // Facility pumps: the drive follows the valves' demand no faster than its ramp
+                // allows; while it lags, every CDU gets the same share of what it asked for.
+                let hs = &mut self.halls[hi];
+                hs.clock_s += h;
+                let m_min = 0.05 * rp.m_facility_design_kg_s;
+                let (m_f, flow_share) = match &rp.hyd {
+                    Some(hy) => {
+                        let d = hy.ramp_kg_s2 * h;
+                        let m = fac_demand.max(m_min).clamp(hs.flow_kg_s - d, hs.flow_kg_s + d).max(m_min);
+                        (m, (m / fac_demand.max(1e-9)).min(1.0))
+                    }
+                    None => (fac_demand.max(m_min), 1.0),
+                };
+                // Transport delay: the CDUs see the supply temperature of `main / flow` ago.
+                let t_fac = match &rp.hyd {
+                    Some(hy) if hy.main_kg > 0.0 => delayed(&hs.supply_hist, hs.clock_s - hy.main_kg / m_f, hs.t_sup),
+                    _ => hs.t_sup,
+                };
+                for ci in hall.cdus.clone() {
+                    let c = &mut self.cdus[ci];
+                    let pump_w = c.pump_w;
                     // Heat exchanger, ε-NTU with flow-dependent film resistances and fouling.
                     c.fouling_frac = (c.fouling_frac + c.fouling_rate_per_s * h).min(0.9);
                     let ua_frac = (1.0 - c.fouling_frac) * (1.0 - c.extra_fouling_frac);
                     let m_h = c.flow_kg_s;
-                    let m_c = c.valve * p.m_cold_design_kg_s;
+                    let m_c = c.valve * p.m_cold_design_kg_s * flow_share;
                     let r_h = p.r_hot_design * (p.f_design_kg_s / m_h).powf(FILM_EXPONENT);
                     let r_c = p.r_cold_design * (p.m_cold_design_kg_s / m_c).powf(FILM_EXPONENT);
                     let r_f = (1.0 / ua_frac - 1.0) / p.ua_design;
@@ -1239,21 +1354,62 @@ impl Plant {
                     cdu_acc[ci][0] += e_hx;
                     cdu_acc[ci][1] += pump_w * h;
                     q_to_fac += e_hx / h;
-                    fac_flow += m_c;
                 }
                 // Facility water and heat rejection.
                 let hs = &mut self.halls[hi];
                 let fw = &spec.facility;
-                let m_f = fac_flow.max(0.05 * rp.m_facility_design_kg_s);
                 let c_w = m_f * WATER_CP_J_KG_K;
-                let fac_pump_w = rp.pump_design_w * (m_f / rp.m_facility_design_kg_s).powi(3);
-                let ahu_w = spec.air.fan_kw_per_kw * hs.air_heat_w;
-                let air_w = if injected == InjectedError::DoubleAirHeat {
-                    2.0 * hs.air_heat_w
-                } else {
-                    hs.air_heat_w
+                let fac_pump_w = match &rp.hyd {
+                    Some(hy) => facility_pump_w(hy, m_f, rp.m_facility_design_kg_s),
+                    None => rp.pump_design_w * (m_f / rp.m_facility_design_kg_s).powi(3),
                 };
-                let q_in_f = q_to_fac + air_w + ahu_w + fac_pump_w;
+                let double_air = if injected == InjectedError::DoubleAirHeat {
+                    hs.air_heat_w
+                } else {
+                    0.0
+                };
+                // Air side: either modelled air handlers (warm coil on facility water, chilled-water
+                // coil on the air-side chiller, room-air limit) or a fan power per kW with all the
+                // air-side heat into facility water.
+                let (ahu_w, air_into_water_w, air_chiller_w, air_chilled_w, air_residual_w) = match &rp.crah {
+                    Some(cr) => {
+                        let comp_ok = hs.ahu_comp_on || hs.ahu_comp_state_s >= AHU_CHILLER_MIN_OFF_S;
+                        let a = air_handlers(cr, hs.air_heat_w, t_fac, amb.dry_bulb_c, comp_ok);
+                        hs.ahu_comp_state_s += h;
+                        if a.comp_w > 0.0 && !hs.ahu_comp_on {
+                            hs.ahu_comp_on = true;
+                            hs.ahu_comp_state_s = 0.0;
+                            if self.scoring {
+                                self.kpi.chiller_starts += 1;
+                            }
+                        } else if a.comp_w <= 0.0 && hs.ahu_comp_on && hs.ahu_comp_state_s >= AHU_CHILLER_MIN_RUN_S {
+                            hs.ahu_comp_on = false;
+                            hs.ahu_comp_state_s = 0.0;
+                        }
+                        hs.room_air_c = a.room_air_c;
+                        hs.warm_coil_w = a.warm_w;
+                        // Heat the chilled-water coil gives up, from the chiller's own power:
+                        // compressor power × COP + free-cooling fan power / (kW per kW).
+                        let chilled = a.comp_w * a.cop
+                            + if cr.fc_fan_kw_per_kw > 0.0 {
+                                a.fc_w / cr.fc_fan_kw_per_kw
+                            } else {
+                                a.free_w
+                            };
+                        (
+                            a.fan_w,
+                            a.warm_w + double_air,
+                            a.comp_w + a.fc_w,
+                            chilled,
+                            hs.air_heat_w + a.fan_w - a.warm_w - chilled,
+                        )
+                    }
+                    None => {
+                        let ahu_w = spec.air.fan_kw_per_kw * hs.air_heat_w;
+                        (ahu_w, hs.air_heat_w + double_air + ahu_w, 0.0, 0.0, 0.0)
+                    }
+                };
+                let q_in_f = q_to_fac + air_into_water_w + fac_pump_w;
                 // Heat reuse: the heat pump takes what district heating asks for from the return water.
                 let (q_reuse, hp_w, hp_cop) = match &fw.heat_reuse {
                     Some(hr) => {
@@ -1290,8 +1446,12 @@ impl Plant {
                 let net_in = q_in_f - q_reuse;
                 // Trim chiller: removes what free cooling leaves above the setpoint.
                 let t_after_free = hs.t_sup + net_in / c_w - a * (hs.t_sup + net_in / c_w - t_air) / c_w;
+                let q_ch_demand = c_w * (t_after_free - hs.sp);
                 let q_ch = match (&fw.chiller, hs.chiller) {
-                    (Some(ch), true) => (c_w * (t_after_free - hs.sp)).clamp(0.0, ch.capacity_kw * 1000.0),
+                    (Some(ch), true) => q_ch_demand.clamp(
+                        0.0,
+                        ch.capacity_kw * 1000.0 * f64::from(hs.chiller_stages) / f64::from(ch.stages.max(1)),
+                    ),
                     _ => 0.0,
                 };
                 let (chiller_w, chiller_cop) = match &fw.chiller {
@@ -1326,6 +1486,14 @@ impl Plant {
                 hs.t_sup = t_new;
                 hs.t_ret = t_new + q_in_f / c_w;
                 hs.flow_kg_s = m_f;
+                if let Some(hy) = rp.hyd.as_ref().filter(|hy| hy.main_kg > 0.0) {
+                    hs.supply_hist.push_back((hs.clock_s, t_new));
+                    // Keep what the longest delay (at the lowest flow) can still ask for.
+                    let keep_s = hy.main_kg / m_min + 2.0 * SUBSTEP_MAX_S;
+                    while hs.supply_hist.len() > 2 && hs.supply_hist[1].0 < hs.clock_s - keep_s {
+                        hs.supply_hist.pop_front();
+                    }
+                }
                 // Water: adiabatic pads or tower evaporation and blowdown.
                 let water_l_s = if wet {
                     let evap = (e_rej / h).max(0.0) / WATER_H_FG_J_KG;
@@ -1389,19 +1557,60 @@ impl Plant {
                 } else {
                     0.0
                 };
+                // Trim chiller: staged on when the heat rejection, adiabatic assist included,
+                // has been saturated above its setpoint for 5 minutes; stages added and removed
+                // with hysteresis on their load; every stage change waits for the minimum run (or,
+                // after a stop, off) time.
+                hs.chiller_stage_s += h;
                 if hs.sat_timer_s >= 300.0 {
                     if rp.adiabatic.is_some() && !hs.adiabatic {
                         hs.adiabatic = true;
                         hs.sat_timer_s = 0.0;
-                    } else if fw.chiller.is_some() && !hs.chiller {
-                        hs.chiller = true;
-                        hs.chiller_idle_s = 0.0;
+                    } else if let Some(ch) = fw.chiller.as_ref().filter(|_| !hs.chiller) {
+                        if hs.chiller_stage_s >= ch.min_off_s {
+                            hs.chiller = true;
+                            hs.chiller_stages = 1;
+                            hs.chiller_stage_s = 0.0;
+                            hs.chiller_idle_s = 0.0;
+                            if self.scoring {
+                                self.kpi.chiller_starts += 1;
+                            }
+                        }
                     }
                 }
-                if hs.chiller {
+                if let Some(ch) = fw.chiller.as_ref().filter(|_| hs.chiller) {
+                    let stage_w = ch.capacity_kw * 1000.0 / f64::from(ch.stages.max(1));
+                    let on_w = f64::from(hs.chiller_stages) * stage_w;
+                    hs.chiller_up_s = if hs.chiller_stages < ch.stages && q_ch_demand >= CHILLER_STAGE_UP_FRAC * on_w {
+                        hs.chiller_up_s + h
+                    } else {
+                        0.0
+                    };
+                    hs.chiller_down_s = if hs.chiller_stages > 1
+                        && q_ch_demand < CHILLER_STAGE_DOWN_FRAC * (on_w - stage_w)
+                    {
+                        hs.chiller_down_s + h
+                    } else {
+                        0.0
+                    };
                     hs.chiller_idle_s = if q_ch <= 0.0 { hs.chiller_idle_s + h } else { 0.0 };
-                    if hs.chiller_idle_s >= 900.0 {
-                        hs.chiller = false;
+                    if hs.chiller_stage_s >= ch.min_run_s {
+                        if hs.chiller_up_s >= CHILLER_STAGE_UP_S {
+                            hs.chiller_stages += 1;
+                            hs.chiller_stage_s = 0.0;
+                            hs.chiller_up_s = 0.0;
+                            if self.scoring {
+                                self.kpi.chiller_starts += 1;
+                            }
+                        } else if hs.chiller_down_s >= CHILLER_STAGE_DOWN_S {
+                            hs.chiller_stages -= 1;
+                            hs.chiller_stage_s = 0.0;
+                            hs.chiller_down_s = 0.0;
+                        } else if hs.chiller_idle_s >= 900.0 {
+                            hs.chiller = false;
+                            hs.chiller_stages = 0;
+                            hs.chiller_stage_s = 0.0;
+                        }
                     }
                 } else if hs.adiabatic && hs.relax_timer_s >= 900.0 {
                     hs.adiabatic = false;
@@ -1411,18 +1620,22 @@ impl Plant {
                 // Heat out of the water, each from its own device: the rejection device's ε-NTU
                 // heat, the chiller's evaporator (compressor power × COP), the heat pump's
                 // evaporator (power × (COP − 1)).
-                acc[0] += e_rej + chiller_w * chiller_cop * h + hp_w * (hp_cop - 1.0) * h;
+                acc[0] += e_rej + chiller_w * chiller_cop * h + hp_w * (hp_cop - 1.0) * h + air_chilled_w * h;
                 acc[1] += q_to_fac * h; // heat from the CDU HXs
                 acc[2] += fac_pump_w * h;
                 acc[3] += fans_w * h;
-                acc[4] += chiller_w * h;
+                acc[4] += (chiller_w + air_chiller_w) * h;
                 acc[5] += ahu_w * h;
                 acc[6] += hp_w * h;
                 acc[7] += water_l_s * h;
+                acc[8] += air_residual_w * h;
+                if let Some(cr) = &rp.crah {
+                    acc[9] += (hs.room_air_c - cr.room_air_max_c).max(0.0) * h;
+                }
                 hs.reused_w = q_reuse + hp_w;
                 hs.pumps_w = fac_pump_w;
                 hs.fans_w = fans_w;
-                hs.chiller_w = chiller_w;
+                hs.chiller_w = chiller_w + air_chiller_w;
                 hs.heat_pump_w = hp_w;
                 hs.ahu_w = ahu_w;
                 hs.water_l_s = water_l_s;
@@ -1451,10 +1664,23 @@ impl Plant {
             flows.heat_pump_w += acc[6] / dt;
             flows.water_l_per_s += acc[7] / dt;
             flows.heat_reused_w += self.halls[hi].reused_w;
+            flows.air_residual_j += acc[8];
+            flows.room_air_over_k_s += acc[9];
+            if self.rej_params[self.topo.halls[hi].spec].crah.is_some() {
+                flows.room_air_c = if flows.room_air_c.is_nan() {
+                    self.halls[hi].room_air_c
+                } else {
+                    flows.room_air_c.max(self.halls[hi].room_air_c)
+                };
+            }
         }
         // The facility-loop residual is completed in `electrical` with the IT meter (air-side heat
         // = IT energy − heat into the liquid): here HX heat − out − stored.
-        flows.facility_residual_j = hx_into_fac_j - liquid_j - flows.heat_out_j - (stored_fac_1 - stored_fac_0);
+        // Halls with modelled air handlers: the racks' air-side heat and the fans' heat go into the
+        // room air, and only what the warm coils take enters facility water (the chilled-water
+        // coils' heat leaves through the air-side chillers): that part is the room-air residual.
+        flows.facility_residual_j =
+            hx_into_fac_j - liquid_j - flows.heat_out_j - (stored_fac_1 - stored_fac_0) - flows.air_residual_j;
         if let Some(im) = &self.immersion {
             // Tanks: boards' heat into the pools − condensed − vented − seal losses − stored, each
             // from its own state; the condensed heat enters the skids' loops (CDU residual).
@@ -1864,6 +2090,95 @@ fn interp(curve: &[[f64; 2]], x: f64) -> f64 {
     }
 }
 
+/// Electrical power of the facility pumps at mass flow `m`, W: the operating point is where the
+/// pump curve at speed s, `H = H₀·s² − (H₀ − H_d)·(Q/Q_d)²`, meets the system curve
+/// `H = H_static + H_friction·(Q/Q_d)²`; the hydraulic efficiency follows a parabola through the
+/// best-efficiency point, `η = η_BEP·(1 − (1 − Q/(s·Q_d))²)` (affinity laws move the BEP with speed).
+fn facility_pump_w(hy: &HydParams, m: f64, m_design: f64) -> f64 {
+    let x = m / m_design;
+    let head = hy.static_m + hy.friction_m * x * x;
+    let h_d = hy.static_m + hy.friction_m;
+    let s = ((head + (hy.shutoff_m - h_d) * x * x) / hy.shutoff_m).sqrt().max(1e-6);
+    let q_rel = x / s;
+    let eta = (hy.eta_bep * (1.0 - (1.0 - q_rel).powi(2))).max(0.1 * hy.eta_bep);
+    let q_m3_s = m / WATER_DENSITY_KG_M3;
+    WATER_DENSITY_KG_M3 * G_M_S2 * q_m3_s * head / (eta * hy.eta_drive)
+}
+
+/// Temperature of the supply main at `t` from its history (linear between samples; the current
+/// value `now` at `clock`); older than the history: its oldest sample.
+fn delayed(hist: &std::collections::VecDeque<(f64, f64)>, t: f64, now: f64) -> f64 {
+    let i = hist.partition_point(|&(ts, _)| ts <= t);
+    match (i.checked_sub(1).and_then(|j| hist.get(j)), hist.get(i)) {
+        (Some(&(t0, v0)), Some(&(t1, v1))) if t1 > t0 => v0 + (v1 - v0) * (t - t0) / (t1 - t0),
+        (Some(&(_, v0)), Some(_)) => v0,
+        (Some(_), None) => now,
+        (None, Some(&(_, v1))) => v1,
+        (None, None) => now,
+    }
+}
+
+/// One sub-step of a hall's air handlers.
+#[derive(Debug, Clone, Copy)]
+struct AirStep {
+    fan_w: f64,
+    warm_w: f64,
+    comp_w: f64,
+    cop: f64,
+    fc_w: f64,
+    free_w: f64,
+    room_air_c: f64,
+}
+
+/// Air handlers of a hall (quasi-steady: the room air has little heat capacity against a sub-step).
+///
+/// Airflow follows the racks' air-side heat at the servers' ΔT; fan power is `V·Δp/η` with the
+/// pressure ∝ V² (affinity). Return air enters a warm coil on facility water (counterflow ε-NTU,
+/// air-side UA ∝ airflow^0.8), then a chilled-water coil that brings it to the supply setpoint.
+/// The chilled water comes from an air-cooled chiller with integrated free cooling (fraction from
+/// the dry-bulb between chilled-water supply and return, less an approach); the compressor's COP
+/// is a fraction of Carnot between the evaporating and condensing temperatures. When the
+/// chilled-water side cannot take what is left (capacity, or a compressor held off by its minimum
+/// off time), the room air rises until the warm coil takes the rest.
+fn air_handlers(cr: &CrahParams, q_air: f64, t_water: f64, t_db: f64, comp_ok: bool) -> AirStep {
+    let m_air = (q_air / (AIR_CP_J_KG_K * cr.air_dt_k)).max(1e-3 * cr.m_air_design_kg_s);
+    let x = m_air / cr.m_air_design_kg_s;
+    let fan_w = cr.fan_design_w * x.powi(3);
+    let c_air = m_air * AIR_CP_J_KG_K;
+    let load = q_air + fan_w;
+    let t_in = cr.supply_air_c + load / c_air;
+    let a = counterflow_conductance(cr.ua_warm_design * x.powf(0.8), c_air, WARM_COIL_WATER_TO_AIR * c_air).max(1e-9);
+    let t_ret = cr.chw_c + cr.chw_dt_k;
+    let f_free = ((t_ret - cr.fc_approach_k - t_db) / cr.chw_dt_k).clamp(0.0, 1.0);
+    let cap = cr.chiller_cap_w * if comp_ok { 1.0 } else { f_free };
+    let warm0 = (a * (t_in - t_water)).clamp(0.0, load);
+    let (warm, chilled, rise) = if load - warm0 <= cap {
+        (warm0, load - warm0, 0.0)
+    } else {
+        let rise = t_water - t_in + (load - cap) / a;
+        (load - cap, cap, rise.max(0.0))
+    };
+    let free_w = if comp_ok { chilled * f_free } else { chilled };
+    let mech = chilled - free_w;
+    let t_evap = cr.chw_c - EVAPORATOR_APPROACH_K + KELVIN;
+    let t_cond = t_db + cr.cond_approach_k + KELVIN;
+    let cop = if t_cond > t_evap {
+        (cr.carnot * t_evap / (t_cond - t_evap)).min(cr.cop_max)
+    } else {
+        cr.cop_max
+    }
+    .max(1.0);
+    AirStep {
+        fan_w,
+        warm_w: warm,
+        comp_w: mech / cop,
+        cop,
+        fc_w: free_w * cr.fc_fan_kw_per_kw,
+        free_w,
+        room_air_c: cr.supply_air_c + rise,
+    }
+}
+
 fn design_params(site: &Site, h: &coolplane_core::site::Hall) -> Result<(CduParams, RejectionParams), PlantError> {
     let d = &h.cdu;
     let q_d = d.design_load_kw * 1000.0;
@@ -1929,7 +2244,58 @@ fn design_params(site: &Site, h: &coolplane_core::site::Hall) -> Result<(CduPara
             h.name
         ))
     })?;
+    let hyd = fw.hydraulics.as_ref().map(|hy| HydParams {
+        static_m: hy.static_head_m,
+        friction_m: hy.friction_head_m,
+        shutoff_m: hy.shutoff_head_m,
+        eta_bep: hy.bep_efficiency,
+        eta_drive: hy.motor_drive_efficiency,
+        ramp_kg_s2: if hy.ramp_s > 0.0 {
+            m_fac / hy.ramp_s
+        } else {
+            f64::INFINITY
+        },
+        main_kg: hy.supply_main_m3 * WATER_DENSITY_KG_M3,
+    });
+    let crah = match &h.air.crah {
+        Some(cr) => {
+            // Design airflow: the hall's air-side heat with every GPU at TDP, at the servers' ΔT.
+            let racks = (d.count * d.racks_per_cdu) as f64;
+            let q_air = racks * coolplane_core::site::rack_design_power_w(site, h) * (1.0 - h.rack.heat_to_liquid);
+            let m_air = (q_air / (AIR_CP_J_KG_K * cr.air_delta_t_k)).max(1e-3);
+            let v = m_air / AIR_DENSITY_KG_M3;
+            // Warm coil: at design airflow it cools the return air to `approach` above the water
+            // when the water sits one server-ΔT below the return air; water-side capacity rate
+            // 1.5 × the air's (coil selection practice), so C_min is the air.
+            let eps = cr.air_delta_t_k / (cr.air_delta_t_k + cr.warm_coil_approach_k);
+            let ntu = counterflow_ntu(eps, 1.0 / WARM_COIL_WATER_TO_AIR).ok_or_else(|| {
+                PlantError::Design(format!(
+                    "{}: a warm-coil approach of {} K is not reachable",
+                    h.name, cr.warm_coil_approach_k
+                ))
+            })?;
+            Some(CrahParams {
+                supply_air_c: cr.supply_air_c,
+                room_air_max_c: cr.room_air_max_c,
+                air_dt_k: cr.air_delta_t_k,
+                m_air_design_kg_s: m_air,
+                fan_design_w: v * cr.fan_pressure_pa / cr.fan_efficiency,
+                ua_warm_design: ntu * m_air * AIR_CP_J_KG_K,
+                chw_c: cr.chilled_water_c,
+                chw_dt_k: cr.chilled_water_delta_t_k,
+                chiller_cap_w: cr.chiller_capacity_kw * 1000.0,
+                carnot: cr.chiller_carnot_efficiency,
+                cop_max: cr.chiller_cop_max,
+                cond_approach_k: cr.condenser_approach_k,
+                fc_approach_k: cr.free_cooling_approach_k,
+                fc_fan_kw_per_kw: cr.free_cooling_fan_kw_per_kw,
+            })
+        }
+        None => None,
+    };
     let rej = RejectionParams {
+        hyd,
+        crah,
         design_approach_k: approach,
         c_air_full: ratio * c_w_design,
         ua_full: ntu_r * c_w_design,
