@@ -1054,26 +1054,74 @@ impl Site {
                     "must exceed the design head (static_head_m + friction_head_m): the pump could not deliver design flow",
                 );
                 c.range(&g("bep_efficiency"), hy.bep_efficiency, 0.3, 0.95, "fraction");
-                c.range(&g("motor_drive_efficiency"), hy.motor_drive_efficiency, 0.5, 1.0, "fraction");
+                c.range(
+                    &g("motor_drive_efficiency"),
+                    hy.motor_drive_efficiency,
+                    0.5,
+                    1.0,
+                    "fraction",
+                );
                 c.range(&g("ramp_s"), hy.ramp_s, 0.0, 600.0, "s");
-                c.range(&g("supply_main_m3"), hy.supply_main_m3, 0.0, fw.loop_volume_m3, "m³, part of loop_volume_m3");
+                c.range(
+                    &g("supply_main_m3"),
+                    hy.supply_main_m3,
+                    0.0,
+                    fw.loop_volume_m3,
+                    "m³, part of loop_volume_m3",
+                );
             }
             if let Some(cr) = &hall.air.crah {
                 let g = |n: &str| f(&format!("air.crah.{n}"));
                 c.range(&g("supply_air_c"), cr.supply_air_c, 10.0, 35.0, "°C");
-                c.range(&g("room_air_max_c"), cr.room_air_max_c, cr.supply_air_c, 45.0, "°C, at least supply_air_c");
+                c.range(
+                    &g("room_air_max_c"),
+                    cr.room_air_max_c,
+                    cr.supply_air_c,
+                    45.0,
+                    "°C, at least supply_air_c",
+                );
                 c.range(&g("air_delta_t_k"), cr.air_delta_t_k, 3.0, 30.0, "K");
                 c.range(&g("fan_pressure_pa"), cr.fan_pressure_pa, 50.0, 3000.0, "Pa");
                 c.range(&g("fan_efficiency"), cr.fan_efficiency, 0.2, 0.9, "fraction");
                 c.range(&g("warm_coil_approach_k"), cr.warm_coil_approach_k, 0.5, 20.0, "K");
-                c.range(&g("chilled_water_c"), cr.chilled_water_c, 4.0, cr.supply_air_c - 1.0, "°C, below the supply air");
-                c.range(&g("chilled_water_delta_t_k"), cr.chilled_water_delta_t_k, 2.0, 15.0, "K");
+                c.range(
+                    &g("chilled_water_c"),
+                    cr.chilled_water_c,
+                    4.0,
+                    cr.supply_air_c - 1.0,
+                    "°C, below the supply air",
+                );
+                c.range(
+                    &g("chilled_water_delta_t_k"),
+                    cr.chilled_water_delta_t_k,
+                    2.0,
+                    15.0,
+                    "K",
+                );
                 c.range(&g("chiller_capacity_kw"), cr.chiller_capacity_kw, 0.0, 1e6, "kW");
-                c.range(&g("chiller_carnot_efficiency"), cr.chiller_carnot_efficiency, 0.1, 0.9, "fraction");
+                c.range(
+                    &g("chiller_carnot_efficiency"),
+                    cr.chiller_carnot_efficiency,
+                    0.1,
+                    0.9,
+                    "fraction",
+                );
                 c.range(&g("chiller_cop_max"), cr.chiller_cop_max, 1.0, 30.0, "COP");
                 c.range(&g("condenser_approach_k"), cr.condenser_approach_k, 2.0, 30.0, "K");
-                c.range(&g("free_cooling_approach_k"), cr.free_cooling_approach_k, 0.5, 20.0, "K");
-                c.range(&g("free_cooling_fan_kw_per_kw"), cr.free_cooling_fan_kw_per_kw, 0.0, 0.2, "kW/kW");
+                c.range(
+                    &g("free_cooling_approach_k"),
+                    cr.free_cooling_approach_k,
+                    0.5,
+                    20.0,
+                    "K",
+                );
+                c.range(
+                    &g("free_cooling_fan_kw_per_kw"),
+                    cr.free_cooling_fan_kw_per_kw,
+                    0.0,
+                    0.2,
+                    "kW/kW",
+                );
             }
             if let Some(im) = &hall.immersion {
                 check_immersion(&mut c, self, hall, im, &f);

@@ -796,7 +796,11 @@ mod tests {
             }
             n
         };
-        assert_eq!(changes(&mut TrimRespond::default()), 0, "setpoints moved inside the deadband");
+        assert_eq!(
+            changes(&mut TrimRespond::default()),
+            0,
+            "setpoints moved inside the deadband"
+        );
         // The check can fail: without the deadband and the minimum write the same GPUs move the
         // setpoints at every reset until the trims reach their bounds.
         let mut old = TrimRespond::new(TrimRespondParams {
@@ -824,7 +828,10 @@ mod tests {
         assert!(written.len() <= 4, "{written:?}");
         for w in written.windows(2) {
             let d = w[1] - w[0];
-            assert!(d >= p.min_write_supply_k - 1e-9 || (w[1] - bound).abs() < 1e-9, "{written:?}");
+            assert!(
+                d >= p.min_write_supply_k - 1e-9 || (w[1] - bound).abs() < 1e-9,
+                "{written:?}"
+            );
         }
         // Hot: answered at the next reset, colder by the capped respond.
         let hot = decide(&mut tr, slow - 1.0, 40.0 * p.period_s).supply_c;

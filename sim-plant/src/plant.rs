@@ -1296,7 +1296,10 @@ impl Plant {
                 let (m_f, flow_share) = match &rp.hyd {
                     Some(hy) => {
                         let d = hy.ramp_kg_s2 * h;
-                        let m = fac_demand.max(m_min).clamp(hs.flow_kg_s - d, hs.flow_kg_s + d).max(m_min);
+                        let m = fac_demand
+                            .max(m_min)
+                            .clamp(hs.flow_kg_s - d, hs.flow_kg_s + d)
+                            .max(m_min);
                         (m, (m / fac_demand.max(1e-9)).min(1.0))
                     }
                     None => (fac_demand.max(m_min), 1.0),
@@ -1586,13 +1589,12 @@ impl Plant {
                     } else {
                         0.0
                     };
-                    hs.chiller_down_s = if hs.chiller_stages > 1
-                        && q_ch_demand < CHILLER_STAGE_DOWN_FRAC * (on_w - stage_w)
-                    {
-                        hs.chiller_down_s + h
-                    } else {
-                        0.0
-                    };
+                    hs.chiller_down_s =
+                        if hs.chiller_stages > 1 && q_ch_demand < CHILLER_STAGE_DOWN_FRAC * (on_w - stage_w) {
+                            hs.chiller_down_s + h
+                        } else {
+                            0.0
+                        };
                     hs.chiller_idle_s = if q_ch <= 0.0 { hs.chiller_idle_s + h } else { 0.0 };
                     if hs.chiller_stage_s >= ch.min_run_s {
                         if hs.chiller_up_s >= CHILLER_STAGE_UP_S {

@@ -665,7 +665,11 @@ fn adiabatic_then_chiller_when_free_cooling_cannot_reach_setpoint() {
 #[test]
 fn facility_pumps_on_a_system_curve_ramp_and_transport_delay() {
     let site = small_hall(1, 2, "");
-    let hy = site.halls[0].facility.hydraulics.clone().expect("hall-10k has hydraulics");
+    let hy = site.halls[0]
+        .facility
+        .hydraulics
+        .clone()
+        .expect("hall-10k has hydraulics");
     let cdu = &site.halls[0].cdu;
     let m_design = cdu.count as f64 * cdu.design_load_kw * 1000.0
         / (site.halls[0].facility.design_delta_t_k * coolplane_core::fluid::WATER_CP_J_KG_K);
@@ -676,7 +680,10 @@ fn facility_pumps_on_a_system_curve_ramp_and_transport_delay() {
     let acts = cdu_writes(&plant, Some(25.0), None);
     run(&mut plant, 60.0, 1800.0, &amb, &acts);
     let m_open = plant.true_facility_flow_kg_s(0);
-    assert!((m_open - m_design).abs() <= 1e-6 * m_design, "open valve: {m_open} vs {m_design} kg/s");
+    assert!(
+        (m_open - m_design).abs() <= 1e-6 * m_design,
+        "open valve: {m_open} vs {m_design} kg/s"
+    );
     let rho = coolplane_core::fluid::WATER_DENSITY_KG_M3;
     let head = hy.static_head_m + hy.friction_head_m;
     let p_design = rho * 9.81 * (m_design / rho) * head / (hy.bep_efficiency * hy.motor_drive_efficiency);
@@ -691,17 +698,26 @@ fn facility_pumps_on_a_system_curve_ramp_and_transport_delay() {
         let before = plant.true_facility_flow_kg_s(0);
         plant.step(1.0, &amb, &acts);
         let d = (plant.true_facility_flow_kg_s(0) - before).abs();
-        assert!(d <= max_step * (1.0 + 1e-9), "flow moved {d} kg/s in 1 s, ramp allows {max_step}");
+        assert!(
+            d <= max_step * (1.0 + 1e-9),
+            "flow moved {d} kg/s in 1 s, ramp allows {max_step}"
+        );
         biggest = biggest.max(d);
         supply_at.push((plant.time_s(), plant.true_facility_supply_c(0)));
     }
-    assert!(biggest >= 0.99 * max_step, "the ramp never bound ({biggest} of {max_step} kg/s per s)");
+    assert!(
+        biggest >= 0.99 * max_step,
+        "the ramp never bound ({biggest} of {max_step} kg/s per s)"
+    );
     let m_low = plant.true_facility_flow_kg_s(0);
     assert!(m_low < 0.5 * m_design, "valve closed, flow {m_low} of {m_design} kg/s");
     let x = m_low / m_design;
     let p_low = plant.power().facility_pumps_w;
     let cube = p_design * x.powi(3);
-    assert!(p_low > 2.0 * cube, "static head: {p_low} W at {x:.2} of design flow, cube law {cube} W");
+    assert!(
+        p_low > 2.0 * cube,
+        "static head: {p_low} W at {x:.2} of design flow, cube law {cube} W"
+    );
     assert!(p_low < p_design, "{p_low} W");
     // Transport delay: the CDU sees the supply of `main / flow` ago (linear between 1 s samples).
     let tau = hy.supply_main_m3 * rho / m_low;
@@ -717,7 +733,10 @@ fn facility_pumps_on_a_system_curve_ramp_and_transport_delay() {
     let (t1, v1) = supply_at[i + 1];
     let expect = v0 + (v1 - v0) * (t_now - tau - t0) / (t1 - t0);
     let seen = plant.true_cdu_facility_inlet_c(0);
-    assert!((seen - expect).abs() <= 1e-9, "CDU inlet {seen} °C, supply {tau:.0} s ago {expect} °C");
+    assert!(
+        (seen - expect).abs() <= 1e-9,
+        "CDU inlet {seen} °C, supply {tau:.0} s ago {expect} °C"
+    );
 }
 
 /// Air handlers (docs/plant-physics.md §7): in hot weather the chilled-water coil holds the supply air
@@ -736,7 +755,11 @@ fn air_handlers_hold_the_room_air_limit_or_it_is_scored() {
         (plant.kpis(), plant.true_room_air_c(0))
     };
     let site = small_hall(1, 2, "");
-    let cr = site.halls[0].air.crah.clone().expect("hall-10k models its air handlers");
+    let cr = site.halls[0]
+        .air
+        .crah
+        .clone()
+        .expect("hall-10k models its air handlers");
     let (hot, room_hot) = day(&site, weather_rh(32.0, 50.0));
     assert!((room_hot - cr.supply_air_c).abs() < 1e-9, "room air {room_hot} °C");
     assert_eq!(hot.room_air_over_limit_k_h, 0.0);
@@ -751,13 +774,20 @@ fn air_handlers_hold_the_room_air_limit_or_it_is_scored() {
         cold.chiller_energy_kwh,
         hot.chiller_energy_kwh
     );
-    assert!(cold.energy_balance_error_pct <= 1e-3, "{}", cold.energy_balance_error_pct);
+    assert!(
+        cold.energy_balance_error_pct <= 1e-3,
+        "{}",
+        cold.energy_balance_error_pct
+    );
     // No air-side chiller: the warm coil alone cannot reach the limit with 34 °C water.
     let mut no_chiller = site.clone();
     no_chiller.halls[0].air.crah.as_mut().unwrap().chiller_capacity_kw = 0.0;
     let (k, room) = day(&no_chiller, weather_rh(32.0, 50.0));
     assert!(room > cr.room_air_max_c, "room air {room} °C");
-    assert!(k.room_air_max_c > cr.room_air_max_c && k.room_air_over_limit_k_h > 1.0, "{k:?}");
+    assert!(
+        k.room_air_max_c > cr.room_air_max_c && k.room_air_over_limit_k_h > 1.0,
+        "{k:?}"
+    );
     assert_eq!(k.chiller_energy_kwh, 0.0);
     assert!(k.energy_balance_error_pct <= 1e-3, "{}", k.energy_balance_error_pct);
 }
@@ -788,9 +818,17 @@ fn trim_chiller_stages_on_one_at_a_time_with_minimum_run_times() {
             last = n;
         }
     }
-    assert!(last >= 2, "a 25 °C setpoint at 42 °C needs more than one stage ({last})");
+    assert!(
+        last >= 2,
+        "a 25 °C setpoint at 42 °C needs more than one stage ({last})"
+    );
     for w in changes.windows(2) {
-        assert!(w[1] - w[0] >= ch.min_run_s - 10.0, "stage changes at {} and {} s", w[0], w[1]);
+        assert!(
+            w[1] - w[0] >= ch.min_run_s - 10.0,
+            "stage changes at {} and {} s",
+            w[0],
+            w[1]
+        );
     }
     let k = plant.kpis();
     assert!(k.chiller_starts >= u64::from(last), "{}", k.chiller_starts);
