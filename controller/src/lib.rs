@@ -777,8 +777,9 @@ mod tests {
         let site = builtin_site("hall-10k").unwrap();
         let topo = Topology::new(&site);
         let mut c = Controller::new(&site, Box::new(TrimRespond::default()), ControllerConfig::default());
-        // Let trim-respond raise the setpoints for a while.
-        for k in 0..20 {
+        // Let trim-respond raise the setpoints for a while (it trims after three quiet resets,
+        // in whole kelvins).
+        for k in 0..60 {
             let t = k as f64 * 60.0;
             let mut img = image(&topo, t, 70.0);
             for (i, m) in img.cdus.iter_mut().enumerate() {
@@ -790,7 +791,7 @@ mod tests {
         assert!(c.setpoints().cdus[3].supply_c > 41.0, "{:?}", c.setpoints().cdus[3]);
         c.drain_events();
         // CDU 3 stops answering: its readings go bad.
-        let t = 20.0 * 60.0;
+        let t = 60.0 * 60.0;
         let mut img = image(&topo, t, 70.0);
         img.cdus[3].supply_temp_c.quality = Quality::Bad;
         let before = c.setpoints().cdus[3].supply_c;

@@ -271,7 +271,8 @@ pub struct PowerBreakdown {
     pub facility_pumps_w: f64,
     /// Dry-cooler / tower fans.
     pub rejection_fans_w: f64,
-    /// Chiller compressors.
+    /// Chillers: the facility water's trim chiller and, where air handlers are modelled, their
+    /// air-side chiller (compressor and its free-cooling fans).
     pub chiller_w: f64,
     /// Air-handler fans.
     pub air_handler_fans_w: f64,
@@ -713,6 +714,11 @@ impl Plant {
     /// Whether the trim chiller of hall `h` runs.
     pub fn chiller_on(&self, h: usize) -> bool {
         self.halls[h].chiller
+    }
+
+    /// Whether the compressor of hall `h`'s air-side chiller (for the air handlers) runs.
+    pub fn air_chiller_compressor_on(&self, h: usize) -> bool {
+        self.halls[h].ahu_comp_on
     }
 
     /// Whether the adiabatic pre-cooling of hall `h` runs.
@@ -1363,7 +1369,24 @@ impl Plant {
                 let fw = &spec.facility;
                 let c_w = m_f * WATER_CP_J_KG_K;
                 let fac_pump_w = match &rp.hyd {
-                    Some(hy) => facility_pump_w(hy, m_f, rp.m_facility_design_kg_s),
+                    // Mean power over the piece: the drive ramps linearly from the last flow
+                    // until it reaches this one (Simpson's rule there), then holds; so the energy
+                    // does not depend on where a step is cut.
+                    Some(hy) => {
+                        let m0 = hs.flow_kg_s;
+                        let t_ramp = if hy.ramp_kg_s2 > 0.0 {
+                            ((m_f - m0).abs() / hy.ramp_kg_s2).min(h)
+                        } else {
+                            0.0
+                        };
+                        let pw = |m: f64| facility_pump_w(hy, m, rp.m_facility_design_kg_s);
+                        if t_ramp > 0.0 && h > 0.0 {
+                            let ramp_j = t_ramp * (pw(m0) + 4.0 * pw(0.5 * (m0 + m_f)) + pw(m_f)) / 6.0;
+                            (ramp_j + (h - t_ramp) * pw(m_f)) / h
+                        } else {
+                            pw(m_f)
+                        }
+                    }
                     None => rp.pump_design_w * (m_f / rp.m_facility_design_kg_s).powi(3),
                 };
                 let double_air = if injected == InjectedError::DoubleAirHeat {

@@ -593,7 +593,20 @@ fn chiller_stays_off_when_free_cooling_suffices() {
     for _ in 0..180 {
         plant.step(60.0, &amb, &acts);
         assert!(!plant.chiller_on(0), "chiller on at t={}", plant.time_s());
-        assert_eq!(plant.power().chiller_w, 0.0);
+        // The air handlers' chiller runs on free cooling alone: no compressor, only its
+        // free-cooling fans (2 % of the air-side heat).
+        assert!(
+            !plant.air_chiller_compressor_on(0),
+            "air-side compressor on at t={}",
+            plant.time_s()
+        );
+        let p = plant.power();
+        assert!(
+            p.chiller_w < 0.005 * p.it_w,
+            "chiller power {} W at {} W IT",
+            p.chiller_w,
+            p.it_w
+        );
         assert!(!plant.adiabatic_on(0), "adiabatic on at t={}", plant.time_s());
     }
     let m = plant.measurements().facilities[0];
@@ -1847,7 +1860,10 @@ fn energies_do_not_depend_on_splitting_a_step_at_command_arrivals() {
     };
     let (a, b) = (run(false), run(true));
     for (name, x, y, tol_pct) in [
-        ("cooling", a.cooling_energy_kwh, b.cooling_energy_kwh, 0.02),
+        // Facility pumps follow the CDU valves through a drive ramp and the supply main's
+        // transport delay, both sampled once per piece: cutting steps moves their cube-law
+        // energy by a few hundredths of a per cent.
+        ("cooling", a.cooling_energy_kwh, b.cooling_energy_kwh, 0.05),
         ("CDU pumps", a.cdu_pump_energy_kwh, b.cdu_pump_energy_kwh, 0.02),
         (
             "rejection fans",
