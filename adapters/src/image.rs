@@ -7,6 +7,7 @@
 
 use crate::modbus::{DeviceHandle, PointValue, WriteError};
 use crate::mqtt::MqttLink;
+use crate::points::{cdu, facility, meter, tank};
 use coolplane_core::signals::{
     Actions, CduMeasurement, FacilityMeasurement, GpuTelemetry, Measurements, MeterMeasurement, Quality,
     RackMeasurement, Reading, TankMeasurement,
@@ -94,19 +95,19 @@ impl WirePlant {
         for c in 0..t.cdus.len() {
             let d = self.cdus.get(c).and_then(|d| d.as_ref());
             let pt = |name: &str| reading(d.and_then(|d| d.point(name)));
-            let alarms = pt("alarms");
-            let fallback = pt("local_fallback");
+            let alarms = pt(cdu::ALARMS);
+            let fallback = pt(cdu::LOCAL_FALLBACK);
             m.cdus.push(CduMeasurement {
-                supply_temp_c: pt("supply_temp_c"),
-                return_temp_c: pt("return_temp_c"),
-                flow_lpm: pt("flow_lpm"),
-                facility_in_temp_c: pt("facility_in_temp_c"),
-                heat_kw: pt("heat_kw"),
-                pump_speed_pct: pt("pump_speed_pct"),
-                valve_pct: pt("valve_pct"),
-                pump_power_kw: pt("pump_power_kw"),
-                supply_setpoint_c: pt("supply_setpoint_active_c"),
-                flow_setpoint_lpm: pt("flow_setpoint_active_lpm"),
+                supply_temp_c: pt(cdu::SUPPLY_TEMP_C),
+                return_temp_c: pt(cdu::RETURN_TEMP_C),
+                flow_lpm: pt(cdu::FLOW_LPM),
+                facility_in_temp_c: pt(cdu::FACILITY_IN_TEMP_C),
+                heat_kw: pt(cdu::HEAT_KW),
+                pump_speed_pct: pt(cdu::PUMP_SPEED_PCT),
+                valve_pct: pt(cdu::VALVE_PCT),
+                pump_power_kw: pt(cdu::PUMP_POWER_KW),
+                supply_setpoint_c: pt(cdu::SUPPLY_SETPOINT_ACTIVE_C),
+                flow_setpoint_lpm: pt(cdu::FLOW_SETPOINT_ACTIVE_LPM),
                 alarms: if alarms.value.is_finite() {
                     alarms.value as u16
                 } else {
@@ -114,12 +115,12 @@ impl WirePlant {
                 },
                 local_fallback: fallback.value.is_finite() && fallback.value > 0.5,
                 // A two-phase immersion tank's skid also reports its tank (maps/coolplane-2pic-tank.toml).
-                tank: d.filter(|d| d.has_point("tank_pressure_gauge_kpa")).map(|_| {
-                    let venting = pt("tank_venting");
+                tank: d.filter(|d| d.has_point(tank::PRESSURE_GAUGE_KPA)).map(|_| {
+                    let venting = pt(tank::VENTING);
                     TankMeasurement {
-                        pressure_gauge_kpa: pt("tank_pressure_gauge_kpa"),
-                        pool_temp_c: pt("tank_pool_temp_c"),
-                        fluid_level_pct: pt("tank_fluid_level_pct"),
+                        pressure_gauge_kpa: pt(tank::PRESSURE_GAUGE_KPA),
+                        pool_temp_c: pt(tank::POOL_TEMP_C),
+                        fluid_level_pct: pt(tank::FLUID_LEVEL_PCT),
                         venting: venting.value.is_finite() && venting.value > 0.5,
                     }
                 }),
@@ -133,26 +134,26 @@ impl WirePlant {
                 r.value.is_finite() && r.value > 0.5
             };
             m.facilities.push(FacilityMeasurement {
-                supply_temp_c: pt("supply_temp_c"),
-                return_temp_c: pt("return_temp_c"),
-                flow_lpm: pt("flow_lpm"),
-                supply_setpoint_c: pt("supply_setpoint_active_c"),
-                fan_speed_pct: pt("fan_speed_pct"),
-                adiabatic_on: flag("adiabatic_on"),
-                chiller_on: flag("chiller_on"),
-                fan_power_kw: pt("fan_power_kw"),
-                pump_power_kw: pt("pump_power_kw"),
-                chiller_power_kw: pt("chiller_power_kw"),
-                outdoor_dry_bulb_c: pt("outdoor_dry_bulb_c"),
-                outdoor_wet_bulb_c: pt("outdoor_wet_bulb_c"),
-                local_fallback: flag("local_fallback"),
+                supply_temp_c: pt(facility::SUPPLY_TEMP_C),
+                return_temp_c: pt(facility::RETURN_TEMP_C),
+                flow_lpm: pt(facility::FLOW_LPM),
+                supply_setpoint_c: pt(facility::SUPPLY_SETPOINT_ACTIVE_C),
+                fan_speed_pct: pt(facility::FAN_SPEED_PCT),
+                adiabatic_on: flag(facility::ADIABATIC_ON),
+                chiller_on: flag(facility::CHILLER_ON),
+                fan_power_kw: pt(facility::FAN_POWER_KW),
+                pump_power_kw: pt(facility::PUMP_POWER_KW),
+                chiller_power_kw: pt(facility::CHILLER_POWER_KW),
+                outdoor_dry_bulb_c: pt(facility::OUTDOOR_DRY_BULB_C),
+                outdoor_wet_bulb_c: pt(facility::OUTDOOR_WET_BULB_C),
+                local_fallback: flag(facility::LOCAL_FALLBACK),
             });
         }
         let mp = |name: &str| reading(self.meter.as_ref().and_then(|d| d.point(name)));
         m.meter = MeterMeasurement {
-            facility_power_kw: mp("facility_power_kw"),
-            it_power_kw: mp("it_power_kw"),
-            power_budget_kw: mp("power_budget_kw"),
+            facility_power_kw: mp(meter::FACILITY_POWER_KW),
+            it_power_kw: mp(meter::IT_POWER_KW),
+            power_budget_kw: mp(meter::POWER_BUDGET_KW),
         };
         if let Some(mqtt) = &self.mqtt {
             mqtt.with_latest(|latest| {
@@ -231,13 +232,13 @@ impl WirePlant {
         for (c, cmd) in actions.cdus.iter().enumerate() {
             let Some(Some(d)) = self.cdus.get(c) else { continue };
             if let Some(v) = cmd.supply_temp_setpoint_c {
-                note(d.write("supply_setpoint_c", v), &mut rep, true);
+                note(d.write(cdu::SUPPLY_SETPOINT_C, v), &mut rep, true);
             }
             if let Some(v) = cmd.flow_setpoint_lpm {
-                note(d.write("flow_setpoint_lpm", v), &mut rep, true);
+                note(d.write(cdu::FLOW_SETPOINT_LPM, v), &mut rep, true);
             }
             if cmd.heartbeat {
-                note(d.write("heartbeat", hb), &mut rep, false);
+                note(d.write(cdu::HEARTBEAT, hb), &mut rep, false);
             }
         }
         for (h, cmd) in actions.facilities.iter().enumerate() {
@@ -245,10 +246,10 @@ impl WirePlant {
                 continue;
             };
             if let Some(v) = cmd.supply_temp_setpoint_c {
-                note(d.write("supply_setpoint_c", v), &mut rep, true);
+                note(d.write(facility::SUPPLY_SETPOINT_C, v), &mut rep, true);
             }
             if cmd.heartbeat {
-                note(d.write("heartbeat", hb), &mut rep, false);
+                note(d.write(facility::HEARTBEAT, hb), &mut rep, false);
             }
         }
         if let Some(mqtt) = &self.mqtt {

@@ -454,6 +454,9 @@ pub struct Ledger {
     events_dropped: u64,
     preemptions: u64,
     cap_reductions: u64,
+    /// Per domain: the limit last reported as below the floor, while that episode lasts (one
+    /// event per episode, and again only if the limit drops further or the load grows).
+    below_floor: Vec<Option<(f64, f64)>>,
 }
 
 fn floor_step(x: f64) -> f64 {
@@ -538,6 +541,7 @@ impl Ledger {
             domains[p].baseline_w += b;
         }
         let by_name = domains.iter().enumerate().map(|(i, d)| (d.name.clone(), i)).collect();
+        let n_domains = domains.len();
         Self {
             cfg,
             domains,
@@ -555,6 +559,7 @@ impl Ledger {
             events_dropped: 0,
             preemptions: 0,
             cap_reductions: 0,
+            below_floor: vec![None; n_domains],
         }
     }
 
@@ -1248,6 +1253,12 @@ impl Ledger {
         let mut over: Vec<DomainId> = (0..self.domains.len())
             .filter(|&d| self.domains[d].headroom_w() < -SLACK_W)
             .collect();
+        // An episode below the floor ends once the domain is back within its limit.
+        for d in 0..self.domains.len() {
+            if self.domains[d].headroom_w() >= -SLACK_W {
+                self.below_floor[d] = None;
+            }
+        }
         over.sort_by_key(|&d| std::cmp::Reverse(self.domains[d].kind));
         for d in over {
             affected += self.shed(d, now_s);
@@ -1364,13 +1375,23 @@ impl Ledger {
         }
         if excess > SLACK_W {
             let dom = &self.domains[d];
-            let e = LedgerEvent::LimitBelowFloor {
-                t_s: now_s,
-                domain: name,
-                limit_w: dom.limit().0,
-                load_w: dom.load_w(),
+            let (limit_w, load_w) = (dom.limit().0, dom.load_w());
+            // Said once per episode (enforce runs every tick); said again only when it gets
+            // worse: the limit drops or the load grows by more than the slack.
+            let worse = match self.below_floor[d] {
+                None => true,
+                Some((l, w)) => limit_w < l - SLACK_W || load_w > w + SLACK_W,
             };
-            self.push(e);
+            if worse {
+                self.below_floor[d] = Some((limit_w, load_w));
+                let e = LedgerEvent::LimitBelowFloor {
+                    t_s: now_s,
+                    domain: name,
+                    limit_w,
+                    load_w,
+                };
+                self.push(e);
+            }
         }
         touched.len() + preempted.iter().filter(|p| !touched.contains(p)).count()
     }

@@ -1,13 +1,14 @@
 //! # coolplane
 //!
 //! The command-line entry point: scenario runs and comparisons on the simulated plant, site-file
-//! checks, the performance-curve fit and benchmarks. This binary is the only place that knows the
+//! and register-map checks, the performance-curve fit and benchmarks. This binary is the only place that knows the
 //! command line, reads configuration files for the user and prints reports.
 
 mod api_bench;
 mod bench;
 mod campaign_cmd;
 mod logging;
+mod map_cmd;
 mod twin_cmd;
 mod wire;
 mod wire_bench;
@@ -68,6 +69,11 @@ enum Command {
     Twin {
         #[command(subcommand)]
         command: twin_cmd::TwinCommand,
+    },
+    /// Register maps: `map check FILE --role cdu` says what a map lacks for the daemon.
+    Map {
+        #[command(subcommand)]
+        command: map_cmd::MapCommand,
     },
     /// The simulated plant as devices on the wire.
     SimPlant {
@@ -259,6 +265,13 @@ fn dispatch(cli: Cli) -> Result<()> {
         Command::SimPlant {
             command: SimPlantCommand::Serve(args),
         } => wire::serve(&args),
+        Command::Map { command } => {
+            if !map_cmd::run(&command)? {
+                let _ = std::io::stdout().flush();
+                std::process::exit(1);
+            }
+            Ok(())
+        }
     }
 }
 

@@ -235,6 +235,11 @@ pub struct ServeArgs {
     /// Stop after this much plant time; Ctrl-C stops earlier.
     #[arg(long)]
     duration: Option<String>,
+    /// Serve every CDU on this register map instead of the shipped one (a third-party map tried
+    /// against the plant; two-phase immersion tanks keep theirs). The devices fill the points
+    /// whose names the daemon knows (docs/point-names.md) and leave the others at 0.
+    #[arg(long, value_name = "FILE")]
+    cdu_map: Option<PathBuf>,
 }
 
 /// `coolplane run`.
@@ -778,24 +783,47 @@ pub fn serve(a: &ServeArgs) -> Result<()> {
     if let Some((h, p)) = &mqtt {
         broker_reachable(h, *p).context("--mqtt")?;
     }
+    let cdu_map = match &a.cdu_map {
+        Some(path) => {
+            let text = crate::read_bounded(path, "register map")?;
+            let name = path.display().to_string();
+            let map = coolplane_adapters::regmap::RegisterMap::from_toml_str(&name, &text)?;
+            if let Some(why) =
+                coolplane_adapters::points::check_map(&map, coolplane_adapters::points::Role::Cdu).refusal()
+            {
+                eprintln!(
+                    "coolplane sim: WARNING: --cdu-map {name} {why}: the daemon will refuse it (coolplane map check)"
+                );
+            }
+            Some((name, std::sync::Arc::new(map)))
+        }
+        None => None,
+    };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()?;
     rt.block_on(async {
         let clock = Clock::new(a.sim.speed);
-        let sim = SimWire::start(a.sim.wire_config(&scenario, mqtt.clone()), clock).await?;
+        let sim = SimWire::start_with_cdu_map(
+            a.sim.wire_config(&scenario, mqtt.clone()),
+            coolplane_sim_wire::ServerLimits::default(),
+            clock,
+            cdu_map,
+        )
+        .await?;
         println!(
             "coolplane simulated plant `{}` serving (unit id 1 on every device; maps under maps/):",
             scenario.site.site.name
         );
         for e in sim.endpoints() {
             println!(
-                "  {:<9} {:>4}  {:<24} modbus tcp {}",
+                "  {:<9} {:>4}  {:<24} modbus tcp {}  map {}",
                 format!("{:?}", e.role).to_lowercase(),
                 e.index,
                 e.name,
-                e.addr
+                e.addr,
+                e.map
             );
         }
         if let Some((h, p)) = &mqtt {

@@ -152,6 +152,11 @@ fn daemon_config_errors_name_the_field() {
             "history.url",
         ),
         (base.replace("batch = 5000", "batch = 0"), "history.batch"),
+        // Commands over a link without credentials: refused unless the configuration says so.
+        (
+            base.replace("accept_commands = false", "accept_commands = true"),
+            "mqtt.allow_unauthenticated_commands = true",
+        ),
         (
             base.replace("listen = \"127.0.0.1:8081\"", "listen = \"loopback\""),
             "web.listen",

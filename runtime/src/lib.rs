@@ -20,6 +20,7 @@ use coolplane_adapters::clock::Clock;
 use coolplane_adapters::image::WirePlant;
 use coolplane_adapters::modbus::{spawn_device, DeviceConfig, DeviceStatus};
 use coolplane_adapters::mqtt::{MqttConfig, MqttLink, MqttStats};
+use coolplane_adapters::points::{check_map, Role as MapRole};
 use coolplane_adapters::regmap::RegisterMap;
 use coolplane_controller::{Controller, ControllerConfig, ControllerEvent, Mode};
 use coolplane_core::site::{builtin_site, Site};
@@ -453,54 +454,42 @@ fn load_map(base: &Path, spec: &str) -> Result<RegisterMap, String> {
     RegisterMap::from_toml_str(&path.display().to_string(), &text).map_err(|e| e.to_string())
 }
 
-/// Points a device's register map must have for its role: without them the controller could only
-/// run that equipment on design setpoints (CDU and facility: readings it acts on and the
-/// setpoints and heartbeat it writes; meter: the power it budgets on).
-pub fn required_points(role: DeviceRole) -> &'static [(&'static str, bool)] {
-    match role {
-        DeviceRole::Cdu => &[
-            ("supply_temp_c", false),
-            ("return_temp_c", false),
-            ("flow_lpm", false),
-            ("supply_setpoint_c", true),
-            ("flow_setpoint_lpm", true),
-            ("heartbeat", true),
-        ],
-        DeviceRole::Facility => &[
-            ("supply_temp_c", false),
-            ("return_temp_c", false),
-            ("supply_setpoint_c", true),
-            ("heartbeat", true),
-        ],
-        DeviceRole::Meter => &[("facility_power_kw", false), ("it_power_kw", false)],
+impl DeviceRole {
+    /// The role whose points a map must serve (`coolplane_adapters::points`): a CDU in a hall of
+    /// two-phase immersion tanks is a tank's condenser-water skid.
+    pub fn map_role(self, tank: bool) -> MapRole {
+        match self {
+            DeviceRole::Cdu if tank => MapRole::Tank,
+            DeviceRole::Cdu => MapRole::Cdu,
+            DeviceRole::Facility => MapRole::Facility,
+            DeviceRole::Meter => MapRole::Meter,
+        }
     }
 }
 
-/// Refuse a register map that lacks a point its role needs (listing every missing point), or a
-/// built-in map of another role.
-pub fn check_map_for_role(spec: &str, role: DeviceRole, map: &RegisterMap) -> Result<(), String> {
+/// Refuse a register map that lacks a point its role needs (listing every missing point, from
+/// `coolplane_adapters::points`: the names the process image reads and writes), whose heartbeat
+/// or setpoints cannot be written as the supervisor writes them, or a built-in map of another
+/// role.
+pub fn check_map_for_role(spec: &str, role: MapRole, map: &RegisterMap) -> Result<(), String> {
     if let Some(name) = spec.strip_prefix("builtin:") {
         let of = match name {
-            "coolplane-cdu" | "coolplane-2pic-tank" => DeviceRole::Cdu,
-            "coolplane-facility" => DeviceRole::Facility,
-            _ => DeviceRole::Meter,
+            "coolplane-cdu" => MapRole::Cdu,
+            "coolplane-2pic-tank" => MapRole::Tank,
+            "coolplane-facility" => MapRole::Facility,
+            _ => MapRole::Meter,
         };
-        if of != role {
+        // A CDU map and a tank map differ only in the tank's points: the point check says which
+        // is missing (the tank map serves a CDU as well).
+        let cdu_like = |r: MapRole| matches!(r, MapRole::Cdu | MapRole::Tank);
+        if of != role && !(cdu_like(of) && cdu_like(role)) {
             return Err(format!("`{spec}` is the map of a {of:?} device, not of a {role:?}"));
         }
     }
-    let missing: Vec<String> = required_points(role)
-        .iter()
-        .filter(|(n, writable)| !map.points.iter().any(|p| p.name == *n && (!*writable || p.writable)))
-        .map(|(n, w)| format!("`{n}`{}", if *w { " (writable)" } else { "" }))
-        .collect();
-    if !missing.is_empty() {
-        return Err(format!(
-            "register map `{spec}` lacks point(s) a {role:?} needs: {}",
-            missing.join(", ")
-        ));
+    match check_map(map, role).refusal() {
+        Some(why) => Err(format!("register map `{spec}` {why}")),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 impl Daemon {
@@ -522,7 +511,13 @@ impl Daemon {
         let mut meter = None;
         for (i, d) in cfg.devices.iter().enumerate() {
             let map = Arc::new(load_map(base, &d.map).map_err(|e| cfg_err(file, format!("device[{i}].map: {e}")))?);
-            check_map_for_role(&d.map, d.role, &map).map_err(|e| cfg_err(file, format!("device[{i}].map: {e}")))?;
+            let tank = d.role == DeviceRole::Cdu
+                && topo
+                    .cdus
+                    .get(d.index)
+                    .is_some_and(|c| topo.hall_spec(&site, c.hall).immersion.is_some());
+            check_map_for_role(&d.map, d.role.map_role(tank), &map)
+                .map_err(|e| cfg_err(file, format!("device[{i}].map: {e}")))?;
             let addr: SocketAddr = d
                 .address
                 .parse()

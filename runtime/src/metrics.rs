@@ -169,7 +169,10 @@ impl Observer {
         if self.mode.as_deref() != Some(snap.mode.as_str()) {
             if let Some(old) = &self.mode {
                 tracing::warn!(from = %old, to = %snap.mode, "controller mode changed");
-                note("warning", format!("mode {old} → {}", snap.mode));
+                // The controller says so itself in its events (with the reason); one line, not two.
+                if !events.iter().any(|e| e.message.starts_with("mode ")) {
+                    note("warning", format!("mode {old} → {}", snap.mode));
+                }
             } else {
                 tracing::info!(mode = %snap.mode, "controller mode");
             }

@@ -3,9 +3,14 @@
 seconds apart during a demo) and its screenshot.
 
 Fails unless: the page shows a PUE number, a controller mode, a plant time, a hottest-GPU figure
-and a CDU table with at least one row of numbers; it received data (updates counter); the plan
-panel says "no plan yet" (no plan source exists); the two loads differ (plant time and CDU
-table moved on: the numbers are live); the screenshot is a PNG of the stated size.
+and a CDU table with at least one row of numbers; it received live data (the updates counter
+counts `state` events of the event stream, at least two: the state at connect and one pushed
+after it; the connection is not left "connecting" or "reconnecting"); the plan panel says "no
+plan yet" (no plan source exists); the two loads differ (plant time and CDU table moved on: the
+numbers are live); the screenshot is a PNG of the stated size.
+
+Load the page as `http://HOST:PORT/?updates=N` (N >= 2): a headless browser's dump waits for open
+connections to end, and the page closes its event stream after N live updates.
 
 usage: check_live_page.py DOM1 DOM2 SCREENSHOT.png
 """
@@ -77,7 +82,12 @@ def check(p, name):
     assert text(p, "mode") in ("Auto", "Manual", "Safe"), f"{name}: mode {text(p, 'mode')!r}"
     assert re.fullmatch(r"\d+:\d\d:\d\d", text(p, "clock")), f"{name}: plant time {text(p, 'clock')!r}"
     assert re.fullmatch(r"\d+\.\d", text(p, "hot")), f"{name}: hottest GPU {text(p, 'hot')!r}"
-    assert int(text(p, "updates") or "0") >= 1, f"{name}: the page received no data"
+    updates = text(p, "updates")
+    assert updates.isdigit() and int(updates) >= 2, (
+        f"{name}: {updates!r} live updates over the event stream (at least 2 expected)"
+    )
+    conn = text(p, "conn")
+    assert conn == "live" or conn.startswith("stopped after"), f"{name}: connection {conn!r}"
     assert text(p, "plan") == "no plan yet", f"{name}: plan panel {text(p, 'plan')!r}"
     assert p.rows, f"{name}: the CDU table is empty"
     for r in p.rows:
@@ -108,6 +118,6 @@ def main():
 if __name__ == "__main__":
     try:
         main()
-    except AssertionError as e:
+    except (AssertionError, OSError) as e:
         print(f"live page check FAILED: {e}", file=sys.stderr)
         sys.exit(1)

@@ -185,6 +185,8 @@ struct CduState {
     fouling_rate_per_s: f64,
     fouling_frac: f64,
     extra_fouling_frac: f64,
+    /// HX conductance UA during the last step (flows and fouling), W/K.
+    ua_w_k: f64,
     valve_stuck: Option<f64>,
     offline: bool,
     q_liq_w: f64,
@@ -410,6 +412,7 @@ impl Plant {
                 fouling_rate_per_s: h.cdu.fouling_pct_per_year / 100.0 * fouling_mult / SECONDS_PER_YEAR,
                 fouling_frac: 0.0,
                 extra_fouling_frac: 0.0,
+                ua_w_k: 0.0,
                 valve_stuck: None,
                 offline: false,
                 q_liq_w: 0.0,
@@ -670,6 +673,11 @@ impl Plant {
     /// True heat a CDU passed to facility water during the last step, W.
     pub fn true_cdu_hx_w(&self, cdu: usize) -> f64 {
         self.cdus[cdu].q_hx_w
+    }
+
+    /// True HX conductance UA of a CDU during the last step, at that step's flows, W/K.
+    pub fn true_cdu_ua_w_k(&self, cdu: usize) -> f64 {
+        self.cdus[cdu].ua_w_k
     }
 
     /// True relative UA loss of a CDU's heat exchanger (natural and injected fouling), 0–1.
@@ -1327,6 +1335,7 @@ impl Plant {
                     let r_c = p.r_cold_design * (p.m_cold_design_kg_s / m_c).powf(FILM_EXPONENT);
                     let r_f = (1.0 / ua_frac - 1.0) / p.ua_design;
                     let ua = 1.0 / (r_h + r_c + r_f);
+                    c.ua_w_k = ua;
                     let c_h = m_h * PG25_CP_J_KG_K;
                     let a = counterflow_conductance(ua, c_h, m_c * WATER_CP_J_KG_K);
                     // Loop: C·dT/dt = Q_in − a·(T + Q_in/C_h − T_fac), stepped exactly.

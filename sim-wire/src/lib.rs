@@ -272,8 +272,9 @@ pub struct Endpoint {
     pub name: String,
     /// Listening address.
     pub addr: SocketAddr,
-    /// Name of the shipped register map it serves (`coolplane-cdu`, `coolplane-2pic-tank`, ...).
-    pub map: &'static str,
+    /// Name of the shipped register map it serves (`coolplane-cdu`, `coolplane-2pic-tank`, ...),
+    /// or the name given with a map served instead ([`SimWire::start_with_cdu_map`]).
+    pub map: String,
 }
 
 /// How to serve the simulated plant.
@@ -502,6 +503,21 @@ impl SimWire {
 
     /// [`SimWire::start`] with the given limits of the devices' Modbus servers.
     pub async fn start_with(cfg: SimWireConfig, limits: ServerLimits, clock: Clock) -> Result<Self, SimWireError> {
+        Self::start_with_cdu_map(cfg, limits, clock, None).await
+    }
+
+    /// [`SimWire::start_with`], every CDU (not a two-phase immersion tank's skid) serving
+    /// `cdu_map` (a name for [`Endpoint::map`] and the map) instead of the shipped CDU map: a
+    /// third-party map tried against the plant. The device couples what the plant knows by point
+    /// name (`docs/point-names.md`): it fills the readings the map names, takes writes of
+    /// `supply_setpoint_c`, `flow_setpoint_lpm` and `heartbeat`, and leaves every other register
+    /// at 0.
+    pub async fn start_with_cdu_map(
+        cfg: SimWireConfig,
+        limits: ServerLimits,
+        clock: Clock,
+        cdu_map: Option<(String, Arc<RegisterMap>)>,
+    ) -> Result<Self, SimWireError> {
         let maps = [CDU_MAP, FACILITY_MAP, METER_MAP, TANK_MAP]
             .iter()
             .zip([
@@ -541,7 +557,7 @@ impl SimWire {
                        index: usize,
                        name: String,
                        map: Arc<RegisterMap>,
-                       map_name: &'static str|
+                       map_name: &str|
          -> Result<(), SimWireError> {
             let addr = SocketAddr::new(cfg.bind, port);
             if port != 0 {
@@ -565,7 +581,7 @@ impl SimWire {
                 index,
                 name,
                 addr: bound,
-                map: map_name,
+                map: map_name.to_string(),
             });
             images.push((role, index, image));
             Ok(())
@@ -574,6 +590,8 @@ impl SimWire {
             // A two-phase immersion tank's skid serves the tank map (a superset of the CDU map).
             if plant.immersion().is_some_and(|im| im.is_tank(i)) {
                 add(Role::Cdu, i, c.name.clone(), maps[3].clone(), "coolplane-2pic-tank")?;
+            } else if let Some((n, m)) = &cdu_map {
+                add(Role::Cdu, i, c.name.clone(), m.clone(), n)?;
             } else {
                 add(Role::Cdu, i, c.name.clone(), maps[0].clone(), "coolplane-cdu")?;
             }
@@ -597,6 +615,25 @@ impl SimWire {
         // Firmware limits and initial holding registers (the local defaults).
         for (role, index, img) in &images {
             let Ok(mut im) = img.lock() else { continue };
+            // A register the plant does not model (a third-party map's extras) holds a value of
+            // its range: 0, or the end of the range nearer to 0 (a timeout of 1..=60 min holds 1).
+            let unmodelled: Vec<(String, f64)> = im
+                .map
+                .points
+                .iter()
+                .filter(|p| !p.within_limits(0.0))
+                .map(|p| {
+                    let v = if p.min.is_some_and(|m| m > 0.0) {
+                        p.min.unwrap_or(0.0)
+                    } else {
+                        p.max.unwrap_or(0.0)
+                    };
+                    (p.name.clone(), v)
+                })
+                .collect();
+            for (name, v) in unmodelled {
+                im.set(&name, v);
+            }
             let idx = |im: &DeviceImage, n: &str| im.map.points.iter().position(|p| p.name == n);
             match role {
                 Role::Cdu => {

@@ -537,5 +537,19 @@ async fn a_map_missing_a_required_point_or_of_the_wrong_role_is_refused() {
     }
     let c = DaemonConfig::from_toml_str("d.toml", &cfg("builtin:coolplane-cdu")).unwrap();
     assert!(Daemon::new(&c, &dir, "d.toml", Clock::new(1.0)).is_ok());
+    // A two-phase immersion tank's skid needs the tank's pressure: the plain CDU map is refused
+    // there, the tank map accepted.
+    let tank = |map: &str| cfg(map).replace("site = \"hall-10k\"", "site = \"supernode-2pic\"");
+    let c = DaemonConfig::from_toml_str("d.toml", &tank("builtin:coolplane-cdu")).unwrap();
+    let e = Daemon::new(&c, &dir, "d.toml", Clock::new(1.0))
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(
+        e.contains("device[0].map") && e.contains("`tank_pressure_gauge_kpa`"),
+        "{e}"
+    );
+    let c = DaemonConfig::from_toml_str("d.toml", &tank("builtin:coolplane-2pic-tank")).unwrap();
+    assert!(Daemon::new(&c, &dir, "d.toml", Clock::new(1.0)).is_ok());
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -174,8 +174,9 @@ pub struct Calibration {
     pub rack_pickup_k: Vec<f64>,
     /// Per CDU: heat-to-liquid fraction (slope of loop heat over rack IT power).
     pub cdu_heat_to_liquid: Vec<Param>,
-    /// Per CDU: HX UA at design secondary flow and the mean facility flow of commissioning, kW/K
-    /// (interval from the fit's residual spread).
+    /// Per CDU: HX UA at the mean secondary and facility flows of the learning window, kW/K
+    /// (interval from the fit's residual spread; it does not include the temperature sensors'
+    /// offsets, which move the estimate by up to ≈ 30 % over a 4–6 K log-mean difference).
     pub cdu_ua_kw_per_k: Vec<Param>,
     /// Per CDU: apparent HX resistance fit `LMTD/Q = r₀ + α·ṁ_sec^−0.8 + β·ṁ_fac^−0.8 + δ/Q`, K/kW
     /// (features from [`crate::fouling::hx_features`]).
@@ -1105,12 +1106,14 @@ impl Twin {
             if first {
                 match self.samples.cdu_ua[c].fit(pen) {
                     Ok(f) => {
-                        // UA at design secondary flow and the mean facility flow of the learning
-                        // window, without the sensor-offset term (that is the sensors, not the HX).
+                        // UA at the learning window's mean flows: the mean measured resistance.
+                        // The fit's features are nearly collinear over one window (flows, valve
+                        // split and load move together), so its slopes are not trusted to move
+                        // the figure to other flows; the fit is used as a whole (predicting the
+                        // resistance the fouling detector compares against), never term by term.
                         let s = &self.samples.cdu_ua[c];
                         let n = s.len() as f64;
-                        let mfac = (0..s.len()).map(|i| s.x[i * 3 + 1]).sum::<f64>() / n;
-                        let r = f.intercept + f.coef[0] + f.coef[1] * mfac;
+                        let r = s.y.iter().sum::<f64>() / n;
                         let se = f.rmse / n.sqrt() * 1.645;
                         if r > 0.0 {
                             self.cal.cdu_ua_kw_per_k[c] = Param {

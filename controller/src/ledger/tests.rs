@@ -536,3 +536,40 @@ fn a_lease_takes_over_the_measured_draw_of_the_gpus_it_leases() {
     assert_eq!(l.domains()[rack].unmanaged_w, 0.0);
     l.check_invariant().unwrap();
 }
+
+#[test]
+fn a_limit_below_the_floor_is_said_once_per_episode_not_every_tick() {
+    let mut l = ledger();
+    let below = |l: &mut Ledger| {
+        l.drain_events()
+            .into_iter()
+            .filter(|e| matches!(e, LedgerEvent::LimitBelowFloor { .. }))
+            .count()
+    };
+    let node = l.node_domain(0).unwrap();
+    let base = l.domains()[node].load_w();
+    let limit = |w: f64| {
+        Some(LimitOverride {
+            watts: w,
+            expires_s: 1e6,
+            reason: "test".into(),
+        })
+    };
+    l.set_override(node, limit(base * 0.5), 0.0).unwrap();
+    for k in 1..=100 {
+        l.tick(k as f64);
+    }
+    assert_eq!(below(&mut l), 1, "one event for one episode, not one per tick");
+    // Worse: the limit drops further; said again, once.
+    l.set_override(node, limit(base * 0.25), 101.0).unwrap();
+    for k in 102..=200 {
+        l.tick(k as f64);
+    }
+    assert_eq!(below(&mut l), 1);
+    // The episode ends when the domain is back within its limit; a new drop is a new episode.
+    l.set_override(node, None, 201.0).unwrap();
+    l.tick(202.0);
+    l.set_override(node, limit(base * 0.5), 203.0).unwrap();
+    l.tick(204.0);
+    assert_eq!(below(&mut l), 1);
+}
