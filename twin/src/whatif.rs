@@ -181,6 +181,18 @@ pub struct HallModel {
     pub gpu_share: f64,
 }
 
+/// Whether a rack's thermal fit `T − T_supply = f₀ + f₁·P + f₂·P·q^−0.8` stays physical: an offset
+/// within ±30 K and a die-to-coolant resistance `f₁ + f₂·q^−0.8` in (0, 0.2] K/W at every flow
+/// fraction from 0.3 to 1.2 of design.
+fn plausible_rack_fit(f: &[f64; 3]) -> bool {
+    f.iter().all(|v| v.is_finite())
+        && f[0].abs() <= 30.0
+        && [0.3f64, 0.5, 0.7, 1.0, 1.2].iter().all(|&q| {
+            let r = f[1] + f[2] * q.powf(-0.8);
+            r > 0.0 && r <= 0.2
+        })
+}
+
 impl HallModel {
     /// Build from a calibrated twin and a fitted facility model. Racks without a thermal fit
     /// use the median fit of the others.
@@ -203,6 +215,15 @@ impl HallModel {
                 })
             })
             .collect();
+        // A rack whose load barely moved during learning leaves its two power terms collinear:
+        // the fit can trade them off into large opposite coefficients that extrapolate to
+        // hundreds of kelvins at another flow. Keep a fit only if its thermal resistance is
+        // physical over the flows a candidate may ask for.
+        for f in &mut fits {
+            if f.is_some_and(|f| !plausible_rack_fit(&f)) {
+                *f = None;
+            }
+        }
         let mut good: Vec<[f64; 3]> = fits.iter().flatten().copied().collect();
         good.sort_by(|a, b| (a[1] + a[2]).total_cmp(&(b[1] + b[2])));
         let median = good.get(good.len() / 2).copied().unwrap_or([0.5, 0.0, 0.03]);
@@ -324,5 +345,22 @@ pub fn hall_state(twin: &Twin, m: &Measurements) -> HallState {
         cdu_supply_c: est.cdus.iter().map(|c| c.supply_c.value).collect(),
         dry_bulb_c: m.facilities.first().map_or(f64::NAN, |f| f.outdoor_dry_bulb_c.value),
         wet_bulb_c: m.facilities.first().map_or(f64::NAN, |f| f.outdoor_wet_bulb_c.value),
+    }
+}
+
+#[cfg(test)]
+mod plausibility_tests {
+    use super::plausible_rack_fit;
+
+    #[test]
+    fn a_collinear_rack_fit_is_refused_and_a_physical_one_kept() {
+        // 3 K offset, 0.02 K/W split between the two power terms: physical.
+        assert!(plausible_rack_fit(&[3.0, 0.008, 0.012]));
+        // The two power terms traded off: 0.001 K/W at design flow, but −0.9 K/W at 30 %.
+        assert!(!plausible_rack_fit(&[3.0, 2.0, -1.999]));
+        // Negative resistance, an absurd offset, a NaN.
+        assert!(!plausible_rack_fit(&[3.0, -0.01, 0.0]));
+        assert!(!plausible_rack_fit(&[80.0, 0.01, 0.01]));
+        assert!(!plausible_rack_fit(&[f64::NAN, 0.01, 0.01]));
     }
 }
