@@ -193,6 +193,8 @@ impl Controller {
         let topo = Topology::new(site);
         let limits = PlantLimits::from_site(site, &topo);
         let design = limits.design_setpoints();
+        // Halls and CDUs as the topology expands them (a site entry may stand for several).
+        let (n_cdu, n_hall) = (topo.cdus.len(), topo.halls.len());
         Self {
             cfg,
             cdu_stale: vec![false; topo.cdus.len()],
@@ -210,9 +212,9 @@ impl Controller {
             last_reasons: Vec::new(),
             writes: 0,
             operator: OperatorSetpoints {
-                cdu_supply_c: vec![None; topo_cdus_len(site)],
-                cdu_flow_lpm: vec![None; topo_cdus_len(site)],
-                facility_supply_c: vec![None; site.halls.len()],
+                cdu_supply_c: vec![None; n_cdu],
+                cdu_flow_lpm: vec![None; n_cdu],
+                facility_supply_c: vec![None; n_hall],
             },
         }
     }
@@ -685,10 +687,6 @@ impl Controller {
     }
 }
 
-fn topo_cdus_len(site: &Site) -> usize {
-    Topology::new(site).cdus.len()
-}
-
 /// A setpoint is written when the device's read-back value is unknown (NaN) or differs from the
 /// wanted value by more than the deadband.
 fn needs_write(wanted: f64, read_back: f64, deadband: f64) -> bool {
@@ -770,6 +768,23 @@ mod tests {
         );
         assert!(a.cdus.iter().all(|x| x.heartbeat) && a.facilities.iter().all(|x| x.heartbeat));
         assert_eq!(a.cdus.len(), 12);
+    }
+
+    /// A site entry with `count = 10` stands for ten halls: every per-hall slot (operator
+    /// setpoints included) follows the topology, not the number of entries in the file.
+    #[test]
+    fn a_site_whose_hall_entry_repeats_is_controlled_hall_by_hall() {
+        let site = builtin_site("campus-100k").unwrap();
+        let topo = Topology::new(&site);
+        assert!(topo.halls.len() > site.halls.len(), "premise: a repeated hall entry");
+        let mut c = Controller::new(&site, Box::new(TrimRespond::default()), ControllerConfig::default());
+        for k in 0..3 {
+            let t = k as f64 * 60.0;
+            let a = c.tick(t, &image(&topo, t, 70.0));
+            assert_eq!(a.facilities.len(), topo.halls.len());
+        }
+        assert_eq!(c.operator_setpoints().facility_supply_c.len(), topo.halls.len());
+        assert_eq!(c.operator_setpoints().cdu_supply_c.len(), topo.cdus.len());
     }
 
     #[test]
