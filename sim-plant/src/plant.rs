@@ -21,8 +21,8 @@ use coolplane_core::fluid::{
     WATER_CP_J_KG_K, WATER_DENSITY_KG_M3, WATER_H_FG_J_KG,
 };
 use coolplane_core::signals::{
-    cdu_alarm, Actions, CduMeasurement, FacilityMeasurement, GpuTelemetry, Measurements, Quality, RackMeasurement,
-    Reading,
+    cdu_alarm, Actions, CduMeasurement, FacilityMeasurement, GpuTelemetry, Measurements, MeterMeasurement, Quality,
+    RackMeasurement, Reading,
 };
 use coolplane_core::site::{Site, SiteError};
 use coolplane_core::topology::Topology;
@@ -717,6 +717,28 @@ impl Plant {
     /// [`Plant::step`] with the scenario's offsets (heat wave) applied.
     pub fn ambient_seen(&self) -> WeatherSample {
         self.ambient_seen
+    }
+
+    /// The supply temperature setpoint CDU `cdu` works to now (the remote one, or its local one
+    /// while it has fallen back), °C.
+    pub fn cdu_supply_setpoint_in_force_c(&self, cdu: usize) -> f64 {
+        self.cdus[cdu].sp_supply
+    }
+
+    /// Whether CDU `cdu` answers (not offline, no site-wide loss of communications): writes
+    /// reach it.
+    pub fn cdu_reachable(&self, cdu: usize) -> bool {
+        !(self.cdus[cdu].offline || self.comms_loss)
+    }
+
+    /// Whether the facility systems answer (no site-wide loss of communications).
+    pub fn facility_reachable(&self) -> bool {
+        !self.comms_loss
+    }
+
+    /// The facility supply setpoint hall `h` works to now (remote, or local in fallback), °C.
+    pub fn facility_setpoint_in_force_c(&self, h: usize) -> f64 {
+        self.halls[h].sp
     }
 
     /// Whether the trim chiller of hall `h` runs.
@@ -1793,13 +1815,82 @@ impl Plant {
         }
     }
 
+    /// The image before the first step: what the sensors and devices would report of the initial
+    /// state (loop temperatures, flows and the setpoints in force, time-stamped now); figures the
+    /// plant has not computed yet (heat, power, rack temperatures, the meter) are `Bad`. A default
+    /// `Reading` is a good 0, which a controller would take for a 0 °C setpoint in force.
     fn empty_measurements(&self) -> Measurements {
         let n = self.topo.gpu_count;
+        let t = self.t_s;
+        let not_yet = Reading {
+            value: 0.0,
+            t_s: t,
+            quality: Quality::Bad,
+        };
+        let cdus = self
+            .cdus
+            .iter()
+            .map(|c| CduMeasurement {
+                supply_temp_c: Reading::good(q10(c.t_sup), t),
+                return_temp_c: Reading::good(q10(c.t_ret), t),
+                flow_lpm: Reading::good(q10(pg25_kg_s_to_lpm(c.flow_kg_s)), t),
+                facility_in_temp_c: Reading::good(q10(c.fac_in_c), t),
+                heat_kw: not_yet,
+                pump_speed_pct: Reading::good(q10(c.speed * 100.0), t),
+                valve_pct: Reading::good(q10(c.valve * 100.0), t),
+                pump_power_kw: not_yet,
+                supply_setpoint_c: Reading::good(q10(c.sp_supply), t),
+                flow_setpoint_lpm: Reading::good(q10(c.sp_flow_lpm), t),
+                ..CduMeasurement::default()
+            })
+            .collect();
+        let facilities = self
+            .halls
+            .iter()
+            .map(|h| FacilityMeasurement {
+                supply_temp_c: Reading::good(q10(h.t_sup), t),
+                return_temp_c: Reading::good(q10(h.t_ret), t),
+                flow_lpm: Reading::good(round_tenth(water_kg_s_to_lpm(h.flow_kg_s)), t),
+                supply_setpoint_c: Reading::good(q10(h.sp), t),
+                fan_speed_pct: not_yet,
+                fan_power_kw: not_yet,
+                pump_power_kw: not_yet,
+                chiller_power_kw: not_yet,
+                outdoor_dry_bulb_c: not_yet,
+                outdoor_wet_bulb_c: not_yet,
+                ..FacilityMeasurement::default()
+            })
+            .collect();
+        let racks = self
+            .topo
+            .racks
+            .iter()
+            .map(|r| {
+                let hottest = self.gpu_temp[r.gpus.clone()]
+                    .iter()
+                    .fold(f64::NEG_INFINITY, |m, &x| m.max(f64::from(x)));
+                RackMeasurement {
+                    it_power_kw: not_yet,
+                    inlet_temp_c: not_yet,
+                    outlet_temp_c: not_yet,
+                    gpu_temp_max_c: if hottest.is_finite() {
+                        Reading::good(q10(hottest), t)
+                    } else {
+                        not_yet
+                    },
+                }
+            })
+            .collect();
+        let meter = MeterMeasurement {
+            facility_power_kw: not_yet,
+            it_power_kw: not_yet,
+            power_budget_kw: Reading::good(self.budget_w / 1000.0, t),
+        };
         Measurements {
-            t_s: self.t_s,
-            cdus: vec![CduMeasurement::default(); self.cdus.len()],
-            facilities: vec![FacilityMeasurement::default(); self.halls.len()],
-            racks: vec![RackMeasurement::default(); self.racks.len()],
+            t_s: t,
+            cdus,
+            facilities,
+            racks,
             gpus: GpuTelemetry {
                 t_s: self.t_s,
                 temp_c: self.gpu_temp.clone(),
@@ -1808,7 +1899,7 @@ impl Plant {
                 power_limit_w: self.gpu_cap.clone(),
                 clock_events: vec![0; n],
             },
-            meter: Default::default(),
+            meter,
         }
     }
 
