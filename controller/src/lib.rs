@@ -14,7 +14,10 @@
 //!    reads back by more than a deadband (EEPROM wear), and refreshes every device's heartbeat;
 //! 5. explains every change of mode and every safety intervention as an event.
 //!
-//! Power limits are fail-closed: when GPU telemetry is stale no limit is ever raised.
+//! Power limits are fail-closed: when GPU telemetry is stale no limit is ever raised. A GPU
+//! within `emergency_margin_k` of its slowdown temperature gets an emergency power cap, cut
+//! further every tick it stays there and released step by step once it is cool again: the last
+//! line of defence when cooling cannot respond (a valve stuck shut, a lost pump).
 //!
 //! Architecture invariants: no IO, no wall clock, no global random number generator.
 
@@ -50,6 +53,12 @@ pub struct ControllerConfig {
     /// Tank pressure guard (two-phase immersion): act when a tank's pressure reaches this
     /// fraction of its relief pressure (above atmospheric), before the relief vents fluid.
     pub tank_guard_frac: f64,
+    /// Emergency power caps: a GPU within this margin of slowdown has its power limit cut, K
+    /// (the last line of defence when cooling cannot respond: a stuck valve, a lost pump).
+    pub emergency_margin_k: f64,
+    /// Emergency power caps: each tick a GPU stays within the margin, its limit drops by this
+    /// fraction of the limit in force (twice that at slowdown itself), down to the lowest cap.
+    pub emergency_cut_frac: f64,
 }
 
 impl Default for ControllerConfig {
@@ -64,6 +73,8 @@ impl Default for ControllerConfig {
             deadband_lpm: 1.0,
             slow_period_s: 60.0,
             tank_guard_frac: 0.8,
+            emergency_margin_k: 2.0,
+            emergency_cut_frac: 0.15,
         }
     }
 }
@@ -71,7 +82,7 @@ impl Default for ControllerConfig {
 impl ControllerConfig {
     /// Allowed range of every field: (field, low, high, low end included). A value outside
     /// (NaN and infinities included) would turn a safety function off, so it is refused.
-    pub const RANGES: [(&'static str, f64, f64, bool); 9] = [
+    pub const RANGES: [(&'static str, f64, f64, bool); 11] = [
         ("stale_after_s", 1.0, 3_600.0, true),
         ("guard_margin_k", 0.5, 30.0, true),
         ("supply_rate_k_per_min", 0.0, 10.0, false),
@@ -81,6 +92,8 @@ impl ControllerConfig {
         ("deadband_lpm", 0.0, 500.0, true),
         ("slow_period_s", 1.0, 3_600.0, true),
         ("tank_guard_frac", 0.1, 0.99, true),
+        ("emergency_margin_k", 0.25, 30.0, true),
+        ("emergency_cut_frac", 0.0, 0.5, false),
     ];
 
     /// Check every field against [`Self::RANGES`]; the error names the field, its value and the
@@ -96,6 +109,8 @@ impl ControllerConfig {
             self.deadband_lpm,
             self.slow_period_s,
             self.tank_guard_frac,
+            self.emergency_margin_k,
+            self.emergency_cut_frac,
         ];
         for ((field, lo, hi, lo_incl), v) in Self::RANGES.iter().zip(values) {
             let above_lo = if *lo_incl { v >= *lo } else { v > *lo };
@@ -161,6 +176,16 @@ pub struct Controller {
     last_reasons: Vec<String>,
     writes: u64,
     operator: OperatorSetpoints,
+    /// Per CDU and per hall: whether the setpoints in force have been read back and adopted as
+    /// the starting point of the rate limits (at start, and again after the device was stale).
+    cdu_adopted: Vec<bool>,
+    hall_adopted: Vec<bool>,
+    /// Emergency power cap per GPU, W (infinite: none).
+    ecap: Vec<f32>,
+    /// Racks whose last emitted limits carried an emergency cap.
+    ecap_rack: Vec<bool>,
+    /// Per CDU: its supply temperature when GPU telemetry was last fresh, °C.
+    supply_at_gpu_report: Vec<f64>,
 }
 
 /// Setpoints an operator holds (leases kept by the runtime): each replaces the policy's proposal
@@ -195,6 +220,7 @@ impl Controller {
         let design = limits.design_setpoints();
         // Halls and CDUs as the topology expands them (a site entry may stand for several).
         let (n_cdu, n_hall) = (topo.cdus.len(), topo.halls.len());
+        let (n_gpu, n_rack) = (topo.gpu_count, topo.racks.len());
         Self {
             cfg,
             cdu_stale: vec![false; topo.cdus.len()],
@@ -216,6 +242,11 @@ impl Controller {
                 cdu_flow_lpm: vec![None; n_cdu],
                 facility_supply_c: vec![None; n_hall],
             },
+            cdu_adopted: vec![false; n_cdu],
+            hall_adopted: vec![false; n_hall],
+            ecap: vec![f32::INFINITY; n_gpu],
+            ecap_rack: vec![false; n_rack],
+            supply_at_gpu_report: vec![f64::NAN; n_cdu],
         }
     }
 
@@ -382,6 +413,11 @@ impl Controller {
                 self.event(now_s, if stale { Severity::Warning } else { Severity::Info }, msg);
             }
             self.cdu_stale[c] = stale;
+            if stale {
+                // Read the setpoint in force back again when the device returns: it may have
+                // fallen back to its local setpoint meanwhile.
+                self.cdu_adopted[c] = false;
+            }
             any_stale |= stale;
         }
         let all_stale = !gpu_fresh || self.cdu_stale.iter().all(|s| *s);
@@ -509,7 +545,17 @@ impl Controller {
             let tank_guard = l
                 .tank_relief_gauge_kpa
                 .is_some_and(|relief| tank_kpa >= self.cfg.tank_guard_frac * relief);
-            let guard = hottest >= self.limits.gpu_slowdown_c - self.cfg.guard_margin_k || tank_guard;
+            // With a rack temperature unusable the guard holds what it last decided: losing the
+            // telemetry of a hot rack is no reason to warm its CDU up.
+            let rack_lost = self.topo.cdus[c]
+                .racks
+                .clone()
+                .any(|r| !image.racks[r].gpu_temp_max_c.usable(now_s, stale_after));
+            let guard = if rack_lost && self.cdu_guard[c] {
+                true
+            } else {
+                hottest >= self.limits.gpu_slowdown_c - self.cfg.guard_margin_k || tank_guard
+            };
             if guard {
                 target.supply_c = target
                     .supply_c
@@ -536,6 +582,28 @@ impl Controller {
                 self.event(now_s, if guard { Severity::Critical } else { Severity::Info }, msg);
                 self.cdu_guard[c] = guard;
             }
+            // The starting point of the rate limits is the setpoint in force: read back at start
+            // and when the device returns from stale, so a restarted controller or a device that
+            // fell back to its local setpoint never sees a jump.
+            let m = &image.cdus[c];
+            if !self.cdu_adopted[c]
+                && !self.cdu_stale[c]
+                && m.supply_setpoint_c.usable(now_s, stale_after)
+                && m.flow_setpoint_lpm.usable(now_s, stale_after)
+            {
+                self.cdu_adopted[c] = true;
+                let (s0, f0) = (m.supply_setpoint_c.value, m.flow_setpoint_lpm.value);
+                let cur = &mut self.commanded.cdus[c];
+                if (cur.supply_c - s0).abs() > 1e-6 || (cur.flow_lpm - f0).abs() > 1e-6 {
+                    cur.supply_c = s0.clamp(l.supply_min_c, l.supply_max_c);
+                    cur.flow_lpm = f0.clamp(l.flow_min_lpm, l.flow_max_lpm);
+                    let msg = format!(
+                        "{}: setpoints in force read back ({s0:.1} °C, {f0:.0} L/min): moves start from them",
+                        self.topo.cdus[c].name
+                    );
+                    self.event(now_s, Severity::Info, msg);
+                }
+            }
             // Equipment limits, then rate limits from what is commanded now.
             let cur = self.commanded.cdus[c];
             let mut s = target.supply_c.clamp(l.supply_min_c, l.supply_max_c);
@@ -550,7 +618,6 @@ impl Controller {
                 flow_lpm: f,
             };
             // Write on change against the value read back from the device.
-            let m = &image.cdus[c];
             let rb_s = if m.supply_setpoint_c.usable(now_s, stale_after) {
                 m.supply_setpoint_c.value
             } else {
@@ -561,8 +628,10 @@ impl Controller {
             } else {
                 f64::NAN
             };
-            let write_s = needs_write(s, rb_s, self.cfg.deadband_k);
-            let write_f = needs_write(f, rb_f, self.cfg.deadband_lpm);
+            // A device on its local fallback reads back its local setpoint; the remote one it
+            // returns to when the heartbeat resumes is unknown: write both so it returns to them.
+            let write_s = needs_write(s, rb_s, self.cfg.deadband_k) || m.local_fallback;
+            let write_f = needs_write(f, rb_f, self.cfg.deadband_lpm) || m.local_fallback;
             self.writes += write_s as u64 + write_f as u64;
             actions.cdus.push(CduCommand {
                 supply_temp_setpoint_c: write_s.then_some(s),
@@ -587,6 +656,20 @@ impl Controller {
                 .map(|c| self.commanded.cdus[c].supply_c)
                 .fold(f64::INFINITY, f64::min);
             target = target.min(coldest - 2.0);
+            if hall_stale {
+                self.hall_adopted[h] = false;
+            } else if !self.hall_adopted[h] && m.supply_setpoint_c.usable(now_s, stale_after) {
+                self.hall_adopted[h] = true;
+                let s0 = m.supply_setpoint_c.value;
+                if (self.commanded.facilities[h] - s0).abs() > 1e-6 {
+                    self.commanded.facilities[h] = s0.clamp(l.supply_min_c, l.supply_max_c);
+                    let msg = format!(
+                        "{}: facility setpoint in force read back ({s0:.1} °C): moves start from it",
+                        self.topo.halls[h].name
+                    );
+                    self.event(now_s, Severity::Info, msg);
+                }
+            }
             let cur = self.commanded.facilities[h];
             let step = self.cfg.facility_rate_k_per_min * minutes.max(1e-9);
             let s = target
@@ -599,7 +682,7 @@ impl Controller {
             } else {
                 f64::NAN
             };
-            let write = needs_write(s, rb, self.cfg.deadband_k);
+            let write = needs_write(s, rb, self.cfg.deadband_k) || m.local_fallback;
             self.writes += write as u64;
             actions.facilities.push(FacilityCommand {
                 supply_temp_setpoint_c: write.then_some(s),
@@ -658,7 +741,170 @@ impl Controller {
             }
             actions.placement = d.placement;
         }
+
+        // 5. Emergency power caps (safety envelope, after the policy so nothing can widen them).
+        // Sent when they change (they stay in force until then); applied to whatever the policy
+        // sent for the same rack. On stale telemetry they are only ever lowered.
+        let changed = self.update_emergency_caps(now_s, image, gpu_fresh);
+        let (lo, hi) = (self.limits.gpu_min_cap_w as f32, self.limits.gpu_tdp_w as f32);
+        for (r, &rack_changed) in changed.iter().enumerate() {
+            let gpus = self.topo.racks[r].gpus.clone();
+            let policy_sent = actions.power_limits.iter().position(|p| p.rack == r as u32);
+            if !(rack_changed || policy_sent.is_some() && self.ecap_rack[r]) {
+                continue;
+            }
+            self.ecap_rack[r] = self.ecap[gpus.clone()].iter().any(|x| x.is_finite());
+            let i = match policy_sent {
+                Some(i) => i,
+                None => {
+                    // The rack's other GPUs: no constraint (TDP) on fresh data; on stale data the
+                    // limit in force as last reported (unknown: the lowest cap), never above it.
+                    let limits_w = gpus
+                        .clone()
+                        .map(|g| {
+                            if gpu_fresh {
+                                hi
+                            } else {
+                                image
+                                    .gpus
+                                    .power_limit_w
+                                    .get(g)
+                                    .copied()
+                                    .filter(|x| x.is_finite())
+                                    .map_or(lo, |x| x.clamp(lo, hi))
+                            }
+                        })
+                        .collect();
+                    actions.power_limits.push(RackPowerLimits {
+                        rack: r as u32,
+                        limits_w,
+                    });
+                    actions.power_limits.len() - 1
+                }
+            };
+            let limits_w = &mut actions.power_limits[i].limits_w;
+            limits_w.resize(gpus.len(), hi);
+            for (w, &cap) in limits_w.iter_mut().zip(&self.ecap[gpus]) {
+                *w = w.min(cap);
+            }
+        }
         actions
+    }
+
+    /// Cut the power limit of every GPU within `emergency_margin_k` of slowdown, more the closer it
+    /// is; release the cut step by step (5 % of TDP a tick) once the GPU is below the thermal
+    /// guard's margin and its CDU delivers its setpoint again (supply within 2 K of it: a CDU
+    /// that cannot, a valve stuck shut, keeps its GPUs capped).
+    ///
+    /// On fresh GPU telemetry the measured die temperatures decide. On stale telemetry nothing is
+    /// released; each GPU's temperature is then estimated as its last reported one plus the rise
+    /// of its CDU's supply temperature (read over Modbus, still fresh) since that report, and caps
+    /// are cut on that estimate: blind, the controller only ever lowers power. Returns, per rack,
+    /// whether any of its caps changed.
+    fn update_emergency_caps(&mut self, now_s: f64, image: &Measurements, gpu_fresh: bool) -> Vec<bool> {
+        let stale_after = self.cfg.stale_after_s;
+        let n_cdu = self.topo.cdus.len();
+        // Per CDU: supply temperature now (NaN: unusable) and whether it misses its setpoint.
+        let mut supply = vec![f64::NAN; n_cdu];
+        let mut impaired = vec![false; n_cdu];
+        for (c, m) in image.cdus.iter().enumerate().take(n_cdu) {
+            if m.supply_temp_c.usable(now_s, stale_after) {
+                supply[c] = m.supply_temp_c.value;
+                let sp = if m.supply_setpoint_c.usable(now_s, stale_after) {
+                    m.supply_setpoint_c.value
+                } else {
+                    self.commanded.cdus[c].supply_c
+                };
+                impaired[c] = supply[c] > sp + 2.0;
+            }
+        }
+        if gpu_fresh {
+            self.supply_at_gpu_report.clone_from(&supply);
+        }
+        let mut changed = vec![false; self.topo.racks.len()];
+        let slow = self.limits.gpu_slowdown_c as f32;
+        let margin = self.cfg.emergency_margin_k as f32;
+        let release_below = slow - self.cfg.guard_margin_k.max(self.cfg.emergency_margin_k) as f32;
+        let (lo, hi) = (self.limits.gpu_min_cap_w as f32, self.limits.gpu_tdp_w as f32);
+        let frac = self.cfg.emergency_cut_frac as f32;
+        for (r, rack_changed) in changed.iter_mut().enumerate() {
+            let gpus = self.topo.racks[r].gpus.clone();
+            let c = self.topo.racks[r].cdu;
+            // Rise of the supply since the GPU temperatures were reported (0 on fresh data).
+            let rise = if gpu_fresh {
+                0.0
+            } else {
+                let d = supply.get(c).copied().unwrap_or(f64::NAN)
+                    - self.supply_at_gpu_report.get(c).copied().unwrap_or(f64::NAN);
+                if d.is_finite() && d > 0.0 {
+                    d as f32
+                } else {
+                    // Nothing says it got hotter: hold what is in force.
+                    continue;
+                }
+            };
+            let hold = impaired.get(c).copied().unwrap_or(false);
+            let (mut cut, mut hottest, mut lowest) = (0usize, f32::NEG_INFINITY, f32::INFINITY);
+            let was_active = self.ecap[gpus.clone()].iter().any(|x| x.is_finite());
+            for g in gpus.clone() {
+                let Some(&reported) = image.gpus.temp_c.get(g) else {
+                    continue;
+                };
+                let temp = reported + rise;
+                if !temp.is_finite() {
+                    continue;
+                }
+                let e = &mut self.ecap[g];
+                let before = *e;
+                if temp >= slow - margin {
+                    // Unknown limit: TDP on fresh data; on stale data the lowest cap (fail closed).
+                    let limit = image
+                        .gpus
+                        .power_limit_w
+                        .get(g)
+                        .copied()
+                        .filter(|x| x.is_finite())
+                        .unwrap_or(if gpu_fresh { hi } else { lo });
+                    let draw = image
+                        .gpus
+                        .power_w
+                        .get(g)
+                        .copied()
+                        .filter(|x| x.is_finite() && *x > 0.0)
+                        .unwrap_or(hi);
+                    let depth = (1.0 + (temp - (slow - margin)) / margin).clamp(1.0, 2.0);
+                    let base = e.min(limit).min(draw).min(hi);
+                    *e = (base * (1.0 - frac * depth)).clamp(lo, hi);
+                    cut += 1;
+                    hottest = hottest.max(temp);
+                    lowest = lowest.min(*e);
+                } else if gpu_fresh && !hold && e.is_finite() && temp < release_below {
+                    *e += 0.05 * hi;
+                    if *e >= hi {
+                        *e = f32::INFINITY;
+                    }
+                }
+                *rack_changed |= *e != before;
+            }
+            let active = self.ecap[gpus].iter().any(|x| x.is_finite());
+            let name = &self.topo.racks[r].name;
+            if cut > 0 && !was_active {
+                let how = if gpu_fresh {
+                    String::new()
+                } else {
+                    format!(" estimated: telemetry stale, CDU supply up {rise:.1} K since it was reported")
+                };
+                let msg = format!(
+                    "{name}: {cut} GPU(s) within {margin} K of slowdown (hottest {hottest:.1} °C{how}): emergency power caps, down to {lowest:.0} W"
+                );
+                self.event(now_s, Severity::Critical, msg);
+            } else if was_active && !active {
+                let msg =
+                    format!("{name}: GPUs cool again and their CDU holds its setpoint: emergency power caps released");
+                self.event(now_s, Severity::Info, msg);
+            }
+        }
+        changed
     }
 
     fn safe_actions(&mut self) -> Actions {
@@ -897,5 +1143,168 @@ mod tests {
         let a = c.tick(0.0, &Measurements::default());
         assert_eq!(c.mode(), Mode::Safe);
         assert_eq!(a.cdus.len(), 12);
+    }
+
+    /// A restarted controller (or one meeting a device back from its local fallback) starts its
+    /// rate limits from the setpoint the device works to, not from design: no jump.
+    #[test]
+    fn a_new_controller_moves_from_the_setpoint_in_force() {
+        let (mut c, topo) = ctl("vendor-default");
+        let mut img = image(&topo, 0.0, 70.0);
+        for m in &mut img.cdus {
+            m.supply_setpoint_c = Reading::good(45.0, 0.0);
+        }
+        let a = c.tick(0.0, &img);
+        let design = c.limits.design_setpoints().cdus[0].supply_c;
+        assert!(design < 44.0, "premise: design {design} °C is more than a tick away");
+        assert_eq!(
+            a.cdus[0].supply_temp_setpoint_c,
+            Some(44.0),
+            "one rate-limited step from 45 °C"
+        );
+        assert!(c.drain_events().iter().any(|e| e.message.contains("read back")));
+        // A CDU that went stale is read back again when it returns, here on its local setpoint.
+        let mut t = 60.0;
+        let mut bad = image(&topo, t, 70.0);
+        bad.cdus[0].supply_temp_c.quality = Quality::Bad;
+        c.tick(t, &bad);
+        t += 60.0;
+        let mut back = image(&topo, t, 70.0);
+        back.cdus[0].supply_setpoint_c = Reading::good(44.5, t);
+        back.cdus[0].local_fallback = true;
+        let a = c.tick(t, &back);
+        let s = a.cdus[0]
+            .supply_temp_setpoint_c
+            .expect("written while the device is on its fallback");
+        assert!((s - 44.5).abs() <= 1.0 + 1e-9, "from the setpoint in force: {s}");
+        assert!(a.cdus[0].flow_setpoint_lpm.is_some());
+    }
+
+    fn hot_gpu_image(topo: &Topology, t: f64, gpu: usize, temp: f32) -> Measurements {
+        let mut img = image(topo, t, 70.0);
+        img.gpus.temp_c[gpu] = temp;
+        img.gpus.power_w = vec![900.0; topo.gpu_count];
+        img.gpus.power_limit_w = vec![1000.0; topo.gpu_count];
+        img
+    }
+
+    /// The last line of defence: a GPU near slowdown that cooling cannot save (a valve stuck
+    /// shut) has its power cut tick by tick, and gets it back once cool; never on stale data.
+    #[test]
+    fn emergency_caps_cut_a_gpu_near_slowdown_and_release_it_when_cool() {
+        let (mut c, topo) = ctl("vendor-default");
+        let slow = c.limits.gpu_slowdown_c as f32;
+        let (lo, tdp) = (c.limits.gpu_min_cap_w as f32, c.limits.gpu_tdp_w as f32);
+        let g = topo.racks[1].gpus.start + 3;
+        let a = c.tick(0.0, &hot_gpu_image(&topo, 0.0, g, slow - 1.0));
+        let pl = a.power_limits.iter().find(|p| p.rack == 1).expect("rack 1 capped");
+        let cap = pl.limits_w[3];
+        assert!(
+            cap <= 900.0 * (1.0 - 0.15 * 1.5) + 0.01,
+            "cut from the power drawn: {cap}"
+        );
+        assert!(
+            pl.limits_w.iter().enumerate().all(|(i, w)| i == 3 || *w == tdp),
+            "only the hot GPU"
+        );
+        assert!(a.power_limits.iter().all(|p| p.rack == 1), "other racks untouched");
+        assert!(c
+            .drain_events()
+            .iter()
+            .any(|e| e.severity == Severity::Critical && e.message.contains("emergency")));
+        // Still hot: cut again, never below the lowest cap.
+        let mut last = cap;
+        for k in 1..20 {
+            let t = k as f64 * 60.0;
+            let mut img = hot_gpu_image(&topo, t, g, slow + 1.0);
+            img.gpus.power_limit_w[g] = last;
+            img.gpus.power_w[g] = last;
+            let a = c.tick(t, &img);
+            // Sent when it changes; at the lowest cap it stays.
+            let w = a
+                .power_limits
+                .iter()
+                .find(|p| p.rack == 1)
+                .map_or(last, |p| p.limits_w[3]);
+            assert!(w <= last && w >= lo, "{last} → {w}");
+            last = w;
+        }
+        assert_eq!(last, lo);
+        // Telemetry goes stale while capped: nothing is raised.
+        let mut stale = hot_gpu_image(&topo, 1200.0, g, 50.0);
+        stale.gpus.t_s = 0.0;
+        let a = c.tick(1260.0, &stale);
+        assert!(a.power_limits.is_empty(), "caps held as they are: {:?}", a.power_limits);
+        // Cool again: released 5 % of TDP a tick, then a last message at TDP, then silence.
+        let mut t = 1320.0;
+        let mut seen = Vec::new();
+        for _ in 0..30 {
+            let a = c.tick(t, &hot_gpu_image(&topo, t, g, 60.0));
+            if let Some(p) = a.power_limits.iter().find(|p| p.rack == 1) {
+                seen.push(p.limits_w[3]);
+            }
+            t += 60.0;
+        }
+        assert!(seen.windows(2).all(|w| w[1] > w[0]), "{seen:?}");
+        assert_eq!(*seen.last().unwrap(), tdp);
+        assert_eq!(seen.len() as f32, ((tdp - lo) / (0.05 * tdp)).ceil(), "{seen:?}");
+        assert!(c.drain_events().iter().any(|e| e.message.contains("released")));
+    }
+
+    /// Blind but not deaf: with GPU telemetry stale, a CDU whose supply temperature (still read
+    /// over Modbus) rose since the GPUs last reported gets its GPUs' temperatures estimated from
+    /// that rise, and capped when the estimate nears slowdown; nothing is released blind.
+    #[test]
+    fn emergency_caps_on_stale_telemetry_follow_the_cdu_supply_rise() {
+        let (mut c, topo) = ctl("vendor-default");
+        let slow = c.limits.gpu_slowdown_c as f32;
+        let g = topo.racks[1].gpus.start + 3;
+        assert_eq!(topo.racks[1].cdu, 0);
+        let a = c.tick(0.0, &hot_gpu_image(&topo, 0.0, g, slow - 4.0));
+        assert!(a.power_limits.is_empty(), "4 K from slowdown: no cap yet");
+        // Telemetry stops at t = 0; CDU 0's supply climbs 3 K.
+        let mut img = hot_gpu_image(&topo, 0.0, g, slow - 4.0);
+        img.t_s = 300.0;
+        img.cdus[0].supply_temp_c = Reading::good(43.0, 300.0);
+        img.cdus[0].flow_lpm = Reading::good(2160.0, 300.0);
+        c.drain_events();
+        let a = c.tick(300.0, &img);
+        let pl = a.power_limits.iter().find(|p| p.rack == 1).expect("capped blind");
+        assert!(pl.limits_w[3] < 900.0, "{:?}", pl.limits_w[3]);
+        assert!(
+            a.power_limits.iter().all(|p| topo.racks[p.rack as usize].cdu == 0),
+            "only CDU 0's racks"
+        );
+        assert!(c.drain_events().iter().any(|e| e.message.contains("estimated")));
+        // The supply falls back, still blind: the cap is held, not released.
+        img.cdus[0].supply_temp_c = Reading::good(40.0, 360.0);
+        img.cdus[0].flow_lpm = Reading::good(2160.0, 360.0);
+        let a = c.tick(360.0, &img);
+        assert!(a.power_limits.is_empty(), "{:?}", a.power_limits);
+    }
+
+    /// Rack temperatures lost while the thermal guard acts: the guard holds (colder supply, full
+    /// flow) instead of releasing for want of data.
+    #[test]
+    fn the_thermal_guard_holds_when_the_rack_data_goes_stale() {
+        let (mut c, topo) = ctl("vendor-default");
+        let mut img = image(&topo, 0.0, 70.0);
+        img.racks[0].gpu_temp_max_c = Reading::good(86.0, 0.0);
+        c.tick(0.0, &img);
+        let mut img = image(&topo, 60.0, 70.0);
+        img.racks[0].gpu_temp_max_c = Reading::good(86.0, 0.0);
+        img.racks[0].gpu_temp_max_c.quality = Quality::Bad;
+        c.drain_events();
+        let a = c.tick(60.0, &img);
+        assert_eq!(
+            a.cdus[0].flow_setpoint_lpm.or(Some(c.setpoints().cdus[0].flow_lpm)),
+            Some(2376.0)
+        );
+        assert!(
+            c.setpoints().cdus[0].supply_c <= 38.0 + 1e-9,
+            "{:?}",
+            c.setpoints().cdus[0]
+        );
+        assert!(!c.drain_events().iter().any(|e| e.message.contains("released")));
     }
 }
