@@ -13,9 +13,11 @@
 //!   mode within one tick;
 //! * `setpoint-limits`: every setpoint written lies within the equipment limits of the site, and
 //!   every power limit within the GPU's cap range;
-//! * `setpoint-rate`: a written CDU supply setpoint never moves faster than the controller's
-//!   rate limit since the previous write to that CDU (a restarted controller included);
-//! * `no-raise-on-stale`: no power limit above the GPU's current limit while telemetry is stale;
+//! * `setpoint-rate`: a written CDU or facility supply setpoint never lies further from the
+//!   setpoint the device works to at that moment than the controller's rate limit allows over
+//!   one tick (a restarted controller and a device back from its local fallback included);
+//! * `no-raise-on-stale`: while telemetry is stale, no power limit above the one last sent to
+//!   the GPU (the limit in force; the image's copy is as old as the rest of the data);
 //! * `energy-ledger`: the plant's energy ledger closes within [`ENERGY_LEDGER_TOLERANCE_PCT`].
 //!
 //! Broker outages and controller restarts are faults of the control side, so the harness plays
@@ -357,9 +359,14 @@ struct TickChecker {
     stale_after_s: f64,
     supply_rate_k_per_min: f64,
     facility_rate_k_per_min: f64,
-    /// Last supply setpoint written per CDU (value, plant time).
-    last_cdu_write: Vec<Option<(f64, f64)>>,
-    last_fac_write: Vec<Option<(f64, f64)>>,
+    /// Supply setpoint each CDU works to before this tick's writes (the plant's truth), °C.
+    cdu_in_force: Vec<f64>,
+    /// Facility supply setpoint each hall works to before this tick's writes, °C.
+    fac_in_force: Vec<f64>,
+    /// Plant time of the previous tick, s.
+    last_t: Option<f64>,
+    /// Power limit last sent to each GPU, W.
+    last_limit: Vec<f32>,
     stale_ticks: u64,
     /// First GPU index of each rack.
     rack_first_gpu: Vec<usize>,
@@ -375,6 +382,8 @@ impl TickChecker {
         out: &mut dyn FnMut(&'static str, String),
     ) {
         const TOL: f64 = 1e-6;
+        let tick_s = self.last_t.map_or(60.0, |t0| (t - t0).max(0.0));
+        self.last_t = Some(t);
         // Safe mode within one tick of stale data.
         if image_stale(t, img, self.stale_after_s) {
             self.stale_ticks += 1;
@@ -409,20 +418,15 @@ impl TickChecker {
                         ),
                     );
                 }
-                if let Some((prev, t0)) = self.last_cdu_write[c] {
-                    // 0.05 K: the setpoint is rounded to 0.1 K after the rate limit.
-                    let allowed = self.supply_rate_k_per_min * (t - t0) / 60.0 + 0.05 + TOL;
-                    if (s - prev).abs() > allowed {
-                        out(
-                            "setpoint-rate",
-                            format!(
-                                "CDU {c} supply setpoint {prev} → {s} °C in {:.0} s (at most {allowed:.2} K)",
-                                t - t0
-                            ),
-                        );
-                    }
+                let prev = self.cdu_in_force[c];
+                // 0.05 K: the setpoint is rounded to 0.1 K after the rate limit.
+                let allowed = self.supply_rate_k_per_min * tick_s / 60.0 + 0.05 + TOL;
+                if !prev.is_nan() && !((s - prev).abs() <= allowed) {
+                    out(
+                        "setpoint-rate",
+                        format!("CDU {c} supply setpoint in force {prev} °C, written {s} °C (at most {allowed:.2} K a tick)"),
+                    );
                 }
-                self.last_cdu_write[c] = Some((s, t));
             }
             if let Some(f) = cmd.flow_setpoint_lpm {
                 if !(f >= l.flow_min_lpm - 0.5 && f <= l.flow_max_lpm + 0.5) {
@@ -449,16 +453,16 @@ impl TickChecker {
                     ),
                 );
             }
-            if let Some((prev, t0)) = self.last_fac_write[h] {
-                let allowed = self.facility_rate_k_per_min * (t - t0) / 60.0 + 0.05 + TOL;
-                if (s - prev).abs() > allowed {
-                    out(
-                        "setpoint-rate",
-                        format!("hall {h} facility setpoint {prev} → {s} °C in {:.0} s", t - t0),
-                    );
-                }
+            let prev = self.fac_in_force[h];
+            let allowed = self.facility_rate_k_per_min * tick_s / 60.0 + 0.05 + TOL;
+            if !prev.is_nan() && !((s - prev).abs() <= allowed) {
+                out(
+                    "setpoint-rate",
+                    format!(
+                        "hall {h} facility setpoint in force {prev} °C, written {s} °C (at most {allowed:.2} K a tick)"
+                    ),
+                );
             }
-            self.last_fac_write[h] = Some((s, t));
         }
         let gpu_stale = !(t - img.gpus.t_s <= self.stale_after_s);
         let (lo, hi) = (self.limits.gpu_min_cap_w as f32, self.limits.gpu_tdp_w as f32);
@@ -473,16 +477,27 @@ impl TickChecker {
             }
         }
         if gpu_stale {
-            self.check_no_raise(img, a, out);
+            self.check_no_raise(a, out);
+        }
+        for pl in &a.power_limits {
+            let Some(&g0) = self.rack_first_gpu.get(pl.rack as usize) else {
+                continue;
+            };
+            for (i, &w) in pl.limits_w.iter().enumerate() {
+                if let Some(l) = self.last_limit.get_mut(g0 + i) {
+                    *l = w;
+                }
+            }
         }
     }
 
-    fn check_no_raise(&self, img: &Measurements, a: &Actions, out: &mut dyn FnMut(&'static str, String)) {
+    fn check_no_raise(&self, a: &Actions, out: &mut dyn FnMut(&'static str, String)) {
         let topo_first = |rack: u32| -> Option<usize> { self.rack_first_gpu.get(rack as usize).copied() };
         for pl in &a.power_limits {
             let Some(g0) = topo_first(pl.rack) else { continue };
             for (i, &w) in pl.limits_w.iter().enumerate() {
-                let now = img.gpus.power_limit_w.get(g0 + i).copied().unwrap_or(f32::NAN);
+                // The limit in force is the last one sent (the image's copy is as old as the data).
+                let now = self.last_limit.get(g0 + i).copied().unwrap_or(f32::NAN);
                 if !(w <= now + 0.5) {
                     out(
                         "no-raise-on-stale",
@@ -535,8 +550,10 @@ pub fn run_schedule(seed: u64, opts: &CampaignOptions, schedule: Schedule) -> Re
         stale_after_s: opts.controller.stale_after_s,
         supply_rate_k_per_min: opts.controller.supply_rate_k_per_min,
         facility_rate_k_per_min: opts.controller.facility_rate_k_per_min,
-        last_cdu_write: vec![None; topo.cdus.len()],
-        last_fac_write: vec![None; topo.halls.len()],
+        cdu_in_force: vec![f64::NAN; topo.cdus.len()],
+        fac_in_force: vec![f64::NAN; topo.halls.len()],
+        last_t: None,
+        last_limit: vec![site.gpu.tdp_w as f32; topo.gpu_count],
         stale_ticks: 0,
         rack_first_gpu: topo.racks.iter().map(|r| r.gpus.start).collect(),
     };
@@ -559,13 +576,6 @@ pub fn run_schedule(seed: u64, opts: &CampaignOptions, schedule: Schedule) -> Re
             controller = new_controller()?;
             next_restart += 1;
         }
-        if let Some(g) = gate.as_mut() {
-            g.begin_step(t, plant.measurements());
-        }
-        let g = gate
-            .as_mut()
-            .map(|g| g as &mut dyn coolplane_sim_plant::cluster::PowerGate);
-        cluster.advance_gated(t, &scenario.workload, &mut plant, advice.as_ref(), g);
         let in_outage = outages.iter().any(|&(a, b)| t >= a && t < b);
         let image: Measurements = if in_outage {
             // Rack and GPU telemetry arrive over MQTT: during the outage the process image keeps
@@ -579,6 +589,30 @@ pub fn run_schedule(seed: u64, opts: &CampaignOptions, schedule: Schedule) -> Re
             held = None;
             plant.measurements().clone()
         };
+        // The budget ledger is fed the same process image as the controller.
+        if let Some(g) = gate.as_mut() {
+            g.begin_step(t, &image);
+        }
+        let g = gate
+            .as_mut()
+            .map(|g| g as &mut dyn coolplane_sim_plant::cluster::PowerGate);
+        cluster.advance_gated(t, &scenario.workload, &mut plant, advice.as_ref(), g);
+        // A write to a device that does not answer never arrives: only writes that reach one
+        // are held to the rate limit (NaN: not judged).
+        for (c, x) in checker.cdu_in_force.iter_mut().enumerate() {
+            *x = if plant.cdu_reachable(c) {
+                plant.cdu_supply_setpoint_in_force_c(c)
+            } else {
+                f64::NAN
+            };
+        }
+        for (h, x) in checker.fac_in_force.iter_mut().enumerate() {
+            *x = if plant.facility_reachable() {
+                plant.facility_setpoint_in_force_c(h)
+            } else {
+                f64::NAN
+            };
+        }
         let mut actions = controller.tick(t, &image);
         if let Some(g) = gate.as_mut() {
             if opts.inject != Some(Injection::IgnoreBudget) {
@@ -590,8 +624,7 @@ pub fn run_schedule(seed: u64, opts: &CampaignOptions, schedule: Schedule) -> Re
                 actions.cdus[0].supply_temp_setpoint_c = Some(checker.limits.cdus[0].supply_max_c + 5.0);
             }
             Some(Injection::SetpointJump) if k == inject_at => {
-                let prev = checker.last_cdu_write[0].map_or(checker.limits.cdus[0].supply_design_c, |w| w.0);
-                actions.cdus[0].supply_temp_setpoint_c = Some(prev - 3.0);
+                actions.cdus[0].supply_temp_setpoint_c = Some(checker.cdu_in_force[0] - 3.0);
             }
             Some(Injection::RaiseLimitsAlways) => {
                 actions.power_limits = topo
@@ -805,8 +838,10 @@ mod tests {
             stale_after_s: 180.0,
             supply_rate_k_per_min: 1.0,
             facility_rate_k_per_min: 1.0,
-            last_cdu_write: vec![None; topo.cdus.len()],
-            last_fac_write: vec![None; topo.halls.len()],
+            cdu_in_force: vec![f64::NAN; topo.cdus.len()],
+            fac_in_force: vec![f64::NAN; topo.halls.len()],
+            last_t: None,
+            last_limit: vec![tdp; topo.gpu_count],
             stale_ticks: 0,
             rack_first_gpu: topo.racks.iter().map(|r| r.gpus.start).collect(),
         };
@@ -827,10 +862,6 @@ mod tests {
             checker.check(t, &img, Mode::Safe, a, &mut |inv, _| seen.push(inv));
             seen
         };
-        // Fresh telemetry: raising is allowed.
-        assert!(!run(&mut checker, 60.0, &raise).contains(&"no-raise-on-stale"));
-        // Stale telemetry: the same raise is a violation; holding the limit is not.
-        assert!(run(&mut checker, 600.0, &raise).contains(&"no-raise-on-stale"));
         let hold = Actions {
             power_limits: vec![coolplane_core::signals::RackPowerLimits {
                 rack: 0,
@@ -838,6 +869,11 @@ mod tests {
             }],
             ..Actions::default()
         };
+        // Fresh telemetry: raising is allowed, and so is lowering.
+        assert!(!run(&mut checker, 60.0, &raise).contains(&"no-raise-on-stale"));
+        assert!(!run(&mut checker, 120.0, &hold).contains(&"no-raise-on-stale"));
+        // Stale telemetry: a raise above the limit last sent is a violation; holding it is not.
+        assert!(run(&mut checker, 600.0, &raise).contains(&"no-raise-on-stale"));
         assert!(!run(&mut checker, 660.0, &hold).contains(&"no-raise-on-stale"));
     }
 
@@ -908,6 +944,47 @@ mod tests {
             r.violations,
             r.kpis.gpu_temp_max_c
         );
+    }
+
+    /// Seed 89's faults: a valve stuck almost shut under a load storm, then a heat wave. Cooling
+    /// cannot respond (the CDU's supply climbs ≈ 13 K in minutes); the controller's emergency
+    /// power caps must keep every GPU off slowdown.
+    #[test]
+    fn a_valve_stuck_under_load_is_held_off_slowdown_by_emergency_caps() {
+        let s = only(vec![
+            EventSpec {
+                start_h: 0.2,
+                end_h: None,
+                fault: FaultKind::ValveStuck { cdu: 8, position: 0.25 },
+            },
+            EventSpec {
+                start_h: 0.1,
+                end_h: None,
+                fault: FaultKind::LoadStorm { util: 0.95 },
+            },
+            EventSpec {
+                start_h: 0.5,
+                end_h: None,
+                fault: FaultKind::HeatWave { offset_k: 6.7 },
+            },
+        ]);
+        let o = CampaignOptions {
+            site: "hall-10k".into(),
+            hours: 2.0,
+            // The daemon's default tick (the fast loop): a one-minute loop is too slow for a
+            // supply that climbs 13 K in a minute (1,905 GPU-s throttled at 60 s).
+            step_s: 10.0,
+            ..CampaignOptions::default()
+        };
+        let r = run_schedule(89, &o, s).unwrap();
+        let slow = builtin_site("hall-10k").unwrap().gpu.slowdown_c;
+        assert!(
+            r.kpis.gpu_temp_max_c >= slow - o.controller.emergency_margin_k,
+            "premise: GPUs reached the emergency band ({} °C)",
+            r.kpis.gpu_temp_max_c
+        );
+        assert_eq!(r.kpis.throttle_gpu_s, 0.0, "hottest {} °C", r.kpis.gpu_temp_max_c);
+        assert!(r.violations.is_empty(), "{:?}", r.violations);
     }
 
     fn clean_kpis() -> Kpis {
