@@ -1164,9 +1164,15 @@ impl DeviceUnderTest {
     /// [`TANK_MAP`]) or any map text; `None` when the map does not parse.
     pub fn new(map_toml: &str) -> Option<Self> {
         let map = RegisterMap::from_toml_str("map", map_toml).ok()?;
-        Some(Self(DeviceService {
-            image: Arc::new(Mutex::new(DeviceImage::new(Arc::new(map)))),
-        }))
+        Some(Self::from_map(Arc::new(map)))
+    }
+
+    /// A device serving an already parsed map (a fuzz target parses its maps once per process,
+    /// and starts every input on a fresh device).
+    pub fn from_map(map: Arc<RegisterMap>) -> Self {
+        Self(DeviceService {
+            image: Arc::new(Mutex::new(DeviceImage::new(map))),
+        })
     }
 
     /// Answer one request addressed to `unit` as the served device does (`Ok(None)`: no answer
