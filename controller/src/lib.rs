@@ -372,10 +372,9 @@ impl Controller {
 
     /// One control tick at time `now_s` on the latest process image.
     pub fn tick(&mut self, now_s: f64, image: &Measurements) -> Actions {
-        let dt = self
-            .last_tick_s
-            .map(|t| (now_s - t).max(0.0))
-            .unwrap_or(self.cfg.slow_period_s);
+        // A new controller does not know when the setpoints in force last moved: its first tick
+        // holds them (no rate budget), later ticks move at the rate limits.
+        let dt = self.last_tick_s.map_or(0.0, |t| (now_s - t).max(0.0));
         self.last_tick_s = Some(now_s);
         let stale_after = self.cfg.stale_after_s;
         let n_cdu = self.topo.cdus.len();
@@ -1085,6 +1084,7 @@ mod tests {
     #[test]
     fn thermal_guard_overrides_policy() {
         let (mut c, topo) = ctl("vendor-default");
+        c.tick(-60.0, &image(&topo, -60.0, 70.0));
         let mut img = image(&topo, 0.0, 70.0);
         img.racks[0].gpu_temp_max_c = Reading::good(86.0, 0.0);
         let a = c.tick(0.0, &img);
@@ -1108,6 +1108,7 @@ mod tests {
         );
         c.set_operator_setpoint(OperatorPoint::CduSupply(0), Some(42.0), 0.0)
             .unwrap();
+        c.tick(-60.0, &image(&topo, -60.0, 70.0));
         let before = c.setpoints().cdus[0].supply_c;
         c.tick(0.0, &image(&topo, 0.0, 70.0));
         let after = c.setpoints().cdus[0].supply_c;
@@ -1155,6 +1156,18 @@ mod tests {
             m.supply_setpoint_c = Reading::good(45.0, 0.0);
         }
         let a = c.tick(0.0, &img);
+        assert_eq!(a.setpoint_writes(), 0, "the first tick holds what is in force");
+        for m in &mut img.cdus {
+            m.supply_setpoint_c.t_s = 60.0;
+            m.supply_temp_c.t_s = 60.0;
+            m.flow_lpm.t_s = 60.0;
+            m.flow_setpoint_lpm.t_s = 60.0;
+        }
+        img.gpus.t_s = 60.0;
+        for r in &mut img.racks {
+            r.gpu_temp_max_c.t_s = 60.0;
+        }
+        let a = c.tick(60.0, &img);
         let design = c.limits.design_setpoints().cdus[0].supply_c;
         assert!(design < 44.0, "premise: design {design} °C is more than a tick away");
         assert_eq!(
@@ -1164,7 +1177,7 @@ mod tests {
         );
         assert!(c.drain_events().iter().any(|e| e.message.contains("read back")));
         // A CDU that went stale is read back again when it returns, here on its local setpoint.
-        let mut t = 60.0;
+        let mut t = 120.0;
         let mut bad = image(&topo, t, 70.0);
         bad.cdus[0].supply_temp_c.quality = Quality::Bad;
         c.tick(t, &bad);
@@ -1288,6 +1301,7 @@ mod tests {
     #[test]
     fn the_thermal_guard_holds_when_the_rack_data_goes_stale() {
         let (mut c, topo) = ctl("vendor-default");
+        c.tick(-60.0, &image(&topo, -60.0, 70.0));
         let mut img = image(&topo, 0.0, 70.0);
         img.racks[0].gpu_temp_max_c = Reading::good(86.0, 0.0);
         c.tick(0.0, &img);
