@@ -240,6 +240,10 @@ pub struct ServeArgs {
     /// whose names the daemon knows (docs/point-names.md) and leave the others at 0.
     #[arg(long, value_name = "FILE")]
     cdu_map: Option<PathBuf>,
+    /// When it stops, write the plant's KPIs over the whole run (throttling, energy ledger,
+    /// setpoint writes and the largest setpoint move) as JSON to this file.
+    #[arg(long, value_name = "FILE")]
+    kpis_out: Option<PathBuf>,
 }
 
 /// `coolplane run`.
@@ -845,6 +849,14 @@ pub fn serve(a: &ServeArgs) -> Result<()> {
             sim.telemetry_published(),
             sim.telemetry_not_sent()
         );
+        if let Some(path) = &a.kpis_out {
+            let k = sim
+                .kpis()
+                .context("the plant has not stepped: no KPIs to write")?;
+            std::fs::write(path, serde_json::to_string_pretty(&k)? + "\n")
+                .with_context(|| format!("--kpis-out {}", path.display()))?;
+            eprintln!("plant KPIs written to {}", path.display());
+        }
         sim.stop();
         anyhow::Ok(())
     })?;

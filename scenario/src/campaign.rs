@@ -27,6 +27,10 @@
 //!
 //! The same seed always gives the same schedule and the same result; a failing seed is replayed
 //! by `coolplane scenario campaign --seeds 1 --first-seed <seed>`.
+//!
+//! A subset runs over the wire with real processes (`scripts/ci/wire_campaign.py`, in `.ci/run`):
+//! the simulated plant, the daemon and a Mosquitto broker, the daemon and the broker killed and
+//! restarted on a seeded schedule, invariants checked from the plant's KPIs and the daemon's log.
 
 // `!(x <= limit)` on purpose throughout: a NaN figure must count as a violation.
 #![allow(clippy::neg_cmp_op_on_partial_ord)]

@@ -144,6 +144,9 @@ pub struct KpiAccumulator {
     pub rejected_writes: u64,
     /// Σ|Δ setpoint| of CDU supply setpoints, K.
     pub supply_setpoint_travel_k: f64,
+    /// Largest move of a CDU's supply setpoint in force by one write, per minute since it last
+    /// moved (at least one minute), K/min.
+    pub supply_setpoint_max_rate_k_per_min: f64,
     /// Σ|Δ setpoint| of CDU flow setpoints, L/min.
     pub flow_setpoint_travel_lpm: f64,
     /// Σ|Δ setpoint| of facility supply setpoints, K.
@@ -316,6 +319,7 @@ impl KpiAccumulator {
             rejection_fan_starts: self.rejection_fan_starts,
             rejected_writes: self.rejected_writes,
             supply_setpoint_travel_k: self.supply_setpoint_travel_k,
+            supply_setpoint_max_rate_k_per_min: self.supply_setpoint_max_rate_k_per_min,
             flow_setpoint_travel_lpm: self.flow_setpoint_travel_lpm,
             facility_setpoint_travel_k: self.facility_setpoint_travel_k,
             gpu_temp_max_c: self.gpu_temp_max_c,
@@ -447,6 +451,11 @@ pub struct Kpis {
     pub rejected_writes: u64,
     /// Actuator travel: Σ|Δ CDU supply setpoint|, K.
     pub supply_setpoint_travel_k: f64,
+    /// Largest move of a CDU's supply setpoint in force by one write, per minute since it last
+    /// moved (counted as at least one minute), K/min: a controller that restarts or resumes with
+    /// a jump shows here.
+    #[serde(default)]
+    pub supply_setpoint_max_rate_k_per_min: f64,
     /// Actuator travel: Σ|Δ CDU flow setpoint|, L/min.
     pub flow_setpoint_travel_lpm: f64,
     /// Actuator travel: Σ|Δ facility supply setpoint|, K.

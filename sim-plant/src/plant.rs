@@ -188,6 +188,8 @@ struct CduState {
     /// HX conductance UA during the last step (flows and fouling), W/K.
     ua_w_k: f64,
     valve_stuck: Option<f64>,
+    /// When a write last moved the supply setpoint in force, s.
+    sp_moved_s: f64,
     offline: bool,
     q_liq_w: f64,
     q_hx_w: f64,
@@ -414,6 +416,7 @@ impl Plant {
                 extra_fouling_frac: 0.0,
                 ua_w_k: 0.0,
                 valve_stuck: None,
+                sp_moved_s: f64::NEG_INFINITY,
                 offline: false,
                 q_liq_w: 0.0,
                 q_hx_w: 0.0,
@@ -997,9 +1000,16 @@ impl Plant {
             }
             if let Some(sp) = cmd.supply_temp_setpoint_c {
                 if sp.is_finite() && sp >= spec.supply_setpoint_min_c && sp <= spec.supply_setpoint_max_c {
+                    let step = (sp - c.sp_supply).abs();
                     if scoring {
                         self.kpi.setpoint_writes += 1;
                         self.kpi.supply_setpoint_travel_k += (sp - c.sp_supply_remote).abs();
+                        let minutes = ((t - c.sp_moved_s) / 60.0).max(1.0);
+                        self.kpi.supply_setpoint_max_rate_k_per_min =
+                            self.kpi.supply_setpoint_max_rate_k_per_min.max(step / minutes);
+                    }
+                    if step > 0.0 {
+                        c.sp_moved_s = t;
                     }
                     c.sp_supply_remote = sp;
                 } else if scoring {
