@@ -703,13 +703,7 @@ impl Controller {
                     let g = rack.gpus.start + i;
                     // The limit in force as telemetry reports it; unknown (missing or not a
                     // number) counts as the lowest cap, so that nothing is raised on it.
-                    let now_limit = image
-                        .gpus
-                        .power_limit_w
-                        .get(g)
-                        .copied()
-                        .filter(|x| x.is_finite())
-                        .unwrap_or(lo);
+                    let now_limit = reported_limit(image, g).unwrap_or(lo);
                     let wanted = if w.is_finite() {
                         *w
                     } else {
@@ -764,13 +758,7 @@ impl Controller {
                             if gpu_fresh {
                                 hi
                             } else {
-                                image
-                                    .gpus
-                                    .power_limit_w
-                                    .get(g)
-                                    .copied()
-                                    .filter(|x| x.is_finite())
-                                    .map_or(lo, |x| x.clamp(lo, hi))
+                                reported_limit(image, g).map_or(lo, |x| x.clamp(lo, hi))
                             }
                         })
                         .collect();
@@ -857,13 +845,7 @@ impl Controller {
                 let before = *e;
                 if temp >= slow - margin {
                     // Unknown limit: TDP on fresh data; on stale data the lowest cap (fail closed).
-                    let limit = image
-                        .gpus
-                        .power_limit_w
-                        .get(g)
-                        .copied()
-                        .filter(|x| x.is_finite())
-                        .unwrap_or(if gpu_fresh { hi } else { lo });
+                    let limit = reported_limit(image, g).unwrap_or(if gpu_fresh { hi } else { lo });
                     let draw = image
                         .gpus
                         .power_w
@@ -930,6 +912,11 @@ impl Controller {
             ..Default::default()
         }
     }
+}
+
+/// GPU `g`'s power limit in force as its telemetry reports it (None: missing or not a number).
+fn reported_limit(image: &Measurements, g: usize) -> Option<f32> {
+    image.gpus.power_limit_w.get(g).copied().filter(|x| x.is_finite())
 }
 
 /// A setpoint is written when the device's read-back value is unknown (NaN) or differs from the
