@@ -10,6 +10,38 @@ use coolplane_core::fluid::{pg25_lpm_to_kg_s, water_lpm_to_kg_s, PG25_CP_J_KG_K,
 use coolplane_core::signals::{Measurements, Quality, Reading};
 use serde::{Deserialize, Serialize};
 
+/// Share of the HX resistance in the secondary film at the learning window's mean flows (the rest
+/// in the facility film). A clean plate exchanger's wall is thin next to its two films; the two are
+/// taken as equal, which the window cannot refute (its flows move together with the load).
+const HX_SEC_FILM_SHARE: f64 = 0.5;
+
+/// The fouling detector's reference resistance `R̄·(s·x₀/x̄₀ + (1 − s)·x₁/x̄₁)`, K/kW: the learning
+/// window's mean apparent resistance `R̄`, with each film scaled by its flow's Reynolds feature
+/// (`x` from [`hx_features`], means over the window) and no fitted slopes, as a [`LinearFit`]
+/// (coefficient intervals NaN: fixed, not fitted; `rmse` its residual on the window).
+fn film_scaled_reference(s: &Samples, r_mean: f64) -> LinearFit {
+    let n = s.len().max(1) as f64;
+    let p = s.p;
+    let mean = |j: usize| (0..s.len()).map(|i| s.x[i * p + j]).sum::<f64>() / n;
+    let (m0, m1) = (mean(0), mean(1));
+    let mut coef = vec![0.0; p];
+    coef[0] = HX_SEC_FILM_SHARE * r_mean / m0;
+    coef[1] = (1.0 - HX_SEC_FILM_SHARE) * r_mean / m1;
+    let mut f = LinearFit {
+        intercept: 0.0,
+        coef,
+        ci: vec![(f64::NAN, f64::NAN); p],
+        rmse: 0.0,
+        n: s.len(),
+    };
+    f.rmse = ((0..s.len())
+        .map(|i| (s.y[i] - f.predict(&s.x[i * p..(i + 1) * p])).powi(2))
+        .sum::<f64>()
+        / n)
+        .sqrt();
+    f
+}
+
 /// Tuning of the twin.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct TwinConfig {
@@ -178,8 +210,10 @@ pub struct Calibration {
     /// (interval from the fit's residual spread; it does not include the temperature sensors'
     /// offsets, which move the estimate by up to ≈ 30 % over a 4–6 K log-mean difference).
     pub cdu_ua_kw_per_k: Vec<Param>,
-    /// Per CDU: apparent HX resistance fit `LMTD/Q = r₀ + α·ṁ_sec^−0.8 + β·ṁ_fac^−0.8 + δ/Q`, K/kW
-    /// (features from [`crate::fouling::hx_features`]).
+    /// Per CDU: the fouling detector's reference apparent HX resistance `LMTD/Q`, K/kW, over the
+    /// features of [`crate::fouling::hx_features`]: the learning window's mean with fixed film
+    /// scaling (`r₀ = 0`, `δ = 0`, film slopes from an equal film split; not a regression, whose
+    /// slopes are not identifiable over one window).
     pub cdu_ua_fit: Vec<Option<LinearFit>>,
     /// Per CDU: pump power at full design flow, kW (from `cdu_pump_fit`).
     pub cdu_pump_kw_at_design: Vec<Param>,
@@ -1108,9 +1142,14 @@ impl Twin {
                     Ok(f) => {
                         // UA at the learning window's mean flows: the mean measured resistance.
                         // The fit's features are nearly collinear over one window (flows, valve
-                        // split and load move together), so its slopes are not trusted to move
-                        // the figure to other flows; the fit is used as a whole (predicting the
-                        // resistance the fouling detector compares against), never term by term.
+                        // split and load move together: facility film vs 1/Q correlate ≈ 0.98), so
+                        // its slopes are not trusted to move anything to other flows, not even as
+                        // a whole: on hall-10k it learned a negative facility-film slope, so a
+                        // fouled exchanger's opening valve raised its predicted resistance and hid
+                        // most of the loss (6 % seen of a true 18 %), while a clean CDU whose
+                        // valve moved off the window's range read 15–30 % "fouled". The fit only
+                        // gives the residual spread; the fouling detector's reference is the
+                        // mean resistance with physically fixed film scaling.
                         let s = &self.samples.cdu_ua[c];
                         let n = s.len() as f64;
                         let r = s.y.iter().sum::<f64>() / n;
@@ -1122,7 +1161,7 @@ impl Twin {
                                 hi: 1.0 / (r - se).max(r * 0.5),
                                 n: f.n,
                             };
-                            self.cal.cdu_ua_fit[c] = Some(f);
+                            self.cal.cdu_ua_fit[c] = Some(film_scaled_reference(s, r));
                         } else {
                             failures += 1;
                         }

@@ -11,6 +11,12 @@
 //! biased sensor does not read as fouling when the load moves). The relative UA loss of one sample
 //! is `ℓ = 1 − R_model / R_apparent`: a fouling resistance `r_f` gives exactly `r_f / (R + r_f)`.
 //!
+//! Over one learning window the features are nearly collinear (the facility valve opens with the
+//! load), so the terms cannot be fitted apart: a regression can give the facility film a negative
+//! slope, which then reads a fouled exchanger's opening valve as a higher clean resistance. The
+//! twin's reference therefore fixes the terms instead: the window's mean apparent resistance with
+//! equal film shares scaled by the features, `r₀ = δ = 0` (see `estimate.rs`).
+//!
 //! One sample is noisy (0.1 K quantisation on a few kelvin of LMTD, loop storage during load
 //! steps), so the detector works on hourly means. The noise of an hourly mean is estimated online
 //! from the differences of successive hourly means (median absolute difference: robust to a level
