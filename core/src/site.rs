@@ -168,6 +168,26 @@ pub struct Electrical {
     pub ups_efficiency_curve: Vec<[f64; 2]>,
     /// PDU / busway efficiency (0–1).
     pub pdu_efficiency: f64,
+    /// Cooling of the electrical rooms (UPS and switchgear rooms): where the chain's losses that
+    /// are indoors are removed. Absent: those losses leave the model as heat with no cooling cost.
+    #[serde(default)]
+    pub room_cooling: Option<ElectricalRoomCooling>,
+}
+
+/// Cooling of the electrical rooms. NREL ESIF counts "fan coils that support the data center
+/// electrical rooms" in its PUE: the UPS's losses (and a dry-type transformer's, when it stands
+/// indoors) are heat in a closed room, removed by chilled-water fan coils. The chilled water
+/// comes from the first hall's air-side chiller plant (same free cooling and COP, `air.crah`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ElectricalRoomCooling {
+    /// The UPS stands in a cooled room (its losses are cooled).
+    pub ups_indoors: bool,
+    /// The transformers stand in a cooled room (dry-type indoors); false for pad-mounted ones
+    /// outdoors, whose losses go to the outside air.
+    pub transformer_indoors: bool,
+    /// Fan-coil fan power per kW of heat removed, kW/kW.
+    pub fan_kw_per_kw: f64,
 }
 
 /// Measurement chain: noise, delay and quantisation of the plant's sensors.
@@ -729,6 +749,21 @@ impl Site {
         );
         c.positive("electrical.ups_rating_kw", e.ups_rating_kw);
         c.range("electrical.pdu_efficiency", e.pdu_efficiency, 0.8, 1.0, "0–1");
+        if let Some(rc) = &e.room_cooling {
+            c.range(
+                "electrical.room_cooling.fan_kw_per_kw",
+                rc.fan_kw_per_kw,
+                0.0,
+                0.5,
+                "kW of fan per kW of heat",
+            );
+            c.rule(
+                self.halls.first().is_some_and(|h| h.air.crah.is_some()),
+                "electrical.room_cooling",
+                "present".into(),
+                "needs an air-side chiller plant in the first hall ([halls.air.crah]) for its chilled water",
+            );
+        }
         c.rule(
             !e.ups_efficiency_curve.is_empty(),
             "electrical.ups_efficiency_curve",
@@ -1352,6 +1387,22 @@ mod tests {
             .replace("capacity_kw = 1800.0", "capacity_kw = -5.0");
         let e = Site::from_toml_str("x.toml", &text).unwrap_err().to_string();
         assert!(e.contains("halls[0].cdu.capacity_kw") && e.contains("-5"), "{e}");
+    }
+
+    #[test]
+    fn electrical_room_cooling_is_checked() {
+        let base = builtin_site_toml("hall-10k").unwrap();
+        let text = base.replace("fan_kw_per_kw = 0.04", "fan_kw_per_kw = nan");
+        let e = Site::from_toml_str("x.toml", &text).unwrap_err().to_string();
+        assert!(
+            e.contains("electrical.room_cooling.fan_kw_per_kw") && e.contains("NaN"),
+            "{e}"
+        );
+        // Its chilled water comes from the air-side chiller plant: without one it is refused.
+        let mut site = Site::from_toml_str("x.toml", base).unwrap();
+        site.halls[0].air.crah = None;
+        let e = site.validate().unwrap_err().to_string();
+        assert!(e.contains("electrical.room_cooling") && e.contains("crah"), "{e}");
     }
 
     #[test]

@@ -31,6 +31,8 @@ pub struct StepFlows {
     pub chiller_w: f64,
     /// Air-handler fans, W.
     pub air_handler_fans_w: f64,
+    /// Cooling of the electrical rooms (fan coils, chiller share, free-cooling fans), W.
+    pub elec_room_cooling_w: f64,
     /// Heat-reuse heat pump, W.
     pub heat_pump_w: f64,
     /// Electrical losses (transformer, UPS, PDU), W.
@@ -100,6 +102,7 @@ pub struct KpiAccumulator {
     rejection_fans_j: f64,
     chiller_j: f64,
     air_handler_fans_j: f64,
+    elec_room_cooling_j: f64,
     heat_pump_j: f64,
     electrical_losses_j: f64,
     misc_j: f64,
@@ -178,6 +181,7 @@ impl KpiAccumulator {
         self.rejection_fans_j += f.rejection_fans_w * dt;
         self.chiller_j += f.chiller_w * dt;
         self.air_handler_fans_j += f.air_handler_fans_w * dt;
+        self.elec_room_cooling_j += f.elec_room_cooling_w * dt;
         self.heat_pump_j += f.heat_pump_w * dt;
         self.electrical_losses_j += f.electrical_losses_w * dt;
         self.misc_j += f.misc_w * dt;
@@ -235,8 +239,12 @@ impl KpiAccumulator {
         const J_PER_KWH: f64 = 3.6e6;
         let it_kwh = self.it_j / J_PER_KWH;
         let facility_kwh = self.facility_j / J_PER_KWH;
-        let cooling_j =
-            self.cdu_pumps_j + self.facility_pumps_j + self.rejection_fans_j + self.chiller_j + self.air_handler_fans_j;
+        let cooling_j = self.cdu_pumps_j
+            + self.facility_pumps_j
+            + self.rejection_fans_j
+            + self.chiller_j
+            + self.air_handler_fans_j
+            + self.elec_room_cooling_j;
         let stored = stored_now_j - self.stored_start_j;
         let imbalance = self.heat_in_j - self.heat_out_j - stored;
         let mut sorted = self.window_pue.clone();
@@ -265,6 +273,7 @@ impl KpiAccumulator {
             rejection_fan_energy_kwh: self.rejection_fans_j / J_PER_KWH,
             chiller_energy_kwh: self.chiller_j / J_PER_KWH,
             air_handler_energy_kwh: self.air_handler_fans_j / J_PER_KWH,
+            electrical_room_cooling_energy_kwh: self.elec_room_cooling_j / J_PER_KWH,
             heat_pump_energy_kwh: self.heat_pump_j / J_PER_KWH,
             electrical_loss_energy_kwh: self.electrical_losses_j / J_PER_KWH,
             misc_energy_kwh: self.misc_j / J_PER_KWH,
@@ -365,6 +374,9 @@ pub struct Kpis {
     pub chiller_energy_kwh: f64,
     /// Air-handler fans, kWh.
     pub air_handler_energy_kwh: f64,
+    /// Cooling of the electrical rooms, kWh (part of `cooling_energy_kwh`).
+    #[serde(default)]
+    pub electrical_room_cooling_energy_kwh: f64,
     /// Heat-reuse heat pump, kWh (not cooling; inside the facility total).
     pub heat_pump_energy_kwh: f64,
     /// Transformer, UPS and PDU losses, kWh.

@@ -280,6 +280,9 @@ pub struct PowerBreakdown {
     pub chiller_w: f64,
     /// Air-handler fans.
     pub air_handler_fans_w: f64,
+    /// Cooling of the electrical rooms (fan coils, their share of the air-side chiller and its
+    /// free-cooling fans).
+    pub elec_room_cooling_w: f64,
     /// Heat-reuse heat pump.
     pub heat_pump_w: f64,
     /// Transformer + UPS + PDU losses.
@@ -289,7 +292,12 @@ pub struct PowerBreakdown {
 impl PowerBreakdown {
     /// All cooling power, W.
     pub fn cooling_w(&self) -> f64 {
-        self.cdu_pumps_w + self.facility_pumps_w + self.rejection_fans_w + self.chiller_w + self.air_handler_fans_w
+        self.cdu_pumps_w
+            + self.facility_pumps_w
+            + self.rejection_fans_w
+            + self.chiller_w
+            + self.air_handler_fans_w
+            + self.elec_room_cooling_w
     }
 }
 
@@ -1774,11 +1782,32 @@ impl Plant {
         let ups_in = pdu_in / ups_eff;
         let cooling = f.cdu_pumps_w + f.facility_pumps_w + f.rejection_fans_w + f.chiller_w + f.air_handler_fans_w;
         let misc = self.site.site.misc_load_kw * 1000.0;
-        let out = ups_in + cooling + f.heat_pump_w + misc;
         let rating = e.transformer_rating_kva * 1000.0;
-        let x = out / rating;
-        let xfmr_loss = rating * (e.transformer_no_load_loss_pct + e.transformer_load_loss_pct * x * x) / 100.0;
+        let xfmr = |out: f64| {
+            let x = out / rating;
+            rating * (e.transformer_no_load_loss_pct + e.transformer_load_loss_pct * x * x) / 100.0
+        };
+        let out0 = ups_in + cooling + f.heat_pump_w + misc;
+        // Electrical rooms: the indoor losses are removed by fan coils on the air-side chilled
+        // water. Their cooling power is itself fed through the transformer: one fixed-point pass
+        // (the second-order change of the transformer loss is < 1e-6 of the room heat).
+        let crah = self.rej_params[self.topo.halls[0].spec].crah.as_ref();
+        let room = match (&e.room_cooling, crah) {
+            (Some(rc), Some(cr)) => {
+                let q = |xfmr_loss: f64| {
+                    f64::from(u8::from(rc.ups_indoors)) * (ups_in - pdu_in)
+                        + f64::from(u8::from(rc.transformer_indoors)) * xfmr_loss
+                };
+                let t_db = self.ambient_seen.dry_bulb_c;
+                let r0 = electrical_room_cooling(cr, q(xfmr(out0)), t_db, rc.fan_kw_per_kw);
+                electrical_room_cooling(cr, q(xfmr(out0 + r0.total_w())), t_db, rc.fan_kw_per_kw)
+            }
+            _ => RoomCooling::default(),
+        };
+        let out = out0 + room.total_w();
+        let xfmr_loss = xfmr(out);
         let facility = out + xfmr_loss;
+        f.elec_room_cooling_w = room.total_w();
         f.dt_s = dt;
         f.it_w = it_w;
         f.it_rack_path_w = self.it_rack_path_w;
@@ -1805,6 +1834,7 @@ impl Plant {
             rejection_fans_w: f.rejection_fans_w,
             chiller_w: f.chiller_w,
             air_handler_fans_w: f.air_handler_fans_w,
+            elec_room_cooling_w: f.elec_room_cooling_w,
             heat_pump_w: f.heat_pump_w,
             electrical_losses_w: f.electrical_losses_w,
         };
@@ -2283,8 +2313,7 @@ fn air_handlers(cr: &CrahParams, q_air: f64, t_water: f64, t_db: f64, comp_ok: b
     let load = q_air + fan_w;
     let t_in = cr.supply_air_c + load / c_air;
     let a = counterflow_conductance(cr.ua_warm_design * x.powf(0.8), c_air, WARM_COIL_WATER_TO_AIR * c_air).max(1e-9);
-    let t_ret = cr.chw_c + cr.chw_dt_k;
-    let f_free = ((t_ret - cr.fc_approach_k - t_db) / cr.chw_dt_k).clamp(0.0, 1.0);
+    let f_free = free_cooling_fraction(cr, t_db);
     let cap = cr.chiller_cap_w * if comp_ok { 1.0 } else { f_free };
     let warm0 = (a * (t_in - t_water)).clamp(0.0, load);
     let (warm, chilled, rise) = if load - warm0 <= cap {
@@ -2295,14 +2324,7 @@ fn air_handlers(cr: &CrahParams, q_air: f64, t_water: f64, t_db: f64, comp_ok: b
     };
     let free_w = if comp_ok { chilled * f_free } else { chilled };
     let mech = chilled - free_w;
-    let t_evap = cr.chw_c - EVAPORATOR_APPROACH_K + KELVIN;
-    let t_cond = t_db + cr.cond_approach_k + KELVIN;
-    let cop = if t_cond > t_evap {
-        (cr.carnot * t_evap / (t_cond - t_evap)).min(cr.cop_max)
-    } else {
-        cr.cop_max
-    }
-    .max(1.0);
+    let cop = air_chiller_cop(cr, t_db);
     AirStep {
         fan_w,
         warm_w: warm,
@@ -2311,6 +2333,57 @@ fn air_handlers(cr: &CrahParams, q_air: f64, t_water: f64, t_db: f64, comp_ok: b
         fc_w: free_w * cr.fc_fan_kw_per_kw,
         free_w,
         room_air_c: cr.supply_air_c + rise,
+    }
+}
+
+/// Share of the air-side chilled-water load carried by free cooling at dry-bulb `t_db`: all of it
+/// when the air is `fc_approach_k` below the chilled-water supply, none when it is that far
+/// below the return, linear between.
+fn free_cooling_fraction(cr: &CrahParams, t_db: f64) -> f64 {
+    let t_ret = cr.chw_c + cr.chw_dt_k;
+    ((t_ret - cr.fc_approach_k - t_db) / cr.chw_dt_k).clamp(0.0, 1.0)
+}
+
+/// COP of the air-side chiller's compressor at dry-bulb `t_db`: a fraction of Carnot between the
+/// evaporating and the air-cooled condensing temperature, within [1, `cop_max`].
+fn air_chiller_cop(cr: &CrahParams, t_db: f64) -> f64 {
+    let t_evap = cr.chw_c - EVAPORATOR_APPROACH_K + KELVIN;
+    let t_cond = t_db + cr.cond_approach_k + KELVIN;
+    if t_cond > t_evap {
+        (cr.carnot * t_evap / (t_cond - t_evap)).min(cr.cop_max)
+    } else {
+        cr.cop_max
+    }
+    .max(1.0)
+}
+
+/// Electrical power of an electrical room's cooling, W.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+struct RoomCooling {
+    fan_w: f64,
+    comp_w: f64,
+    fc_w: f64,
+}
+
+impl RoomCooling {
+    fn total_w(&self) -> f64 {
+        self.fan_w + self.comp_w + self.fc_w
+    }
+}
+
+/// Fan coils removing `q` W from the electrical rooms on the air-side chilled water: fans at
+/// `fan_kw_per_kw`, the fans' heat included in the chilled-water load, which free cooling and the
+/// compressor share as in the air handlers (quasi-steady; the rooms' own heat capacity and the
+/// chiller's staging are not modelled for this load).
+fn electrical_room_cooling(cr: &CrahParams, q: f64, t_db: f64, fan_kw_per_kw: f64) -> RoomCooling {
+    let q = q.max(0.0);
+    let fan_w = q * fan_kw_per_kw;
+    let load = q + fan_w;
+    let free = load * free_cooling_fraction(cr, t_db);
+    RoomCooling {
+        fan_w,
+        comp_w: (load - free) / air_chiller_cop(cr, t_db),
+        fc_w: free * cr.fc_fan_kw_per_kw,
     }
 }
 

@@ -617,6 +617,68 @@ fn chiller_stays_off_when_free_cooling_suffices() {
     assert!(m.fan_speed_pct.value < 100.0, "fans saturated in cold weather");
 }
 
+/// The UPS's losses are heat in a closed room, removed by fan coils on the air-side chilled water:
+/// at 10 °C by free cooling alone (fans only), at 40 °C by the compressor. Expected powers are
+/// rebuilt here from the site's electrical chain (PDU efficiency, UPS curve) and the fan-coil and
+/// free-cooling fan parameters, not read from the plant; without the table the rooms cost nothing.
+#[test]
+fn electrical_rooms_are_cooled_by_free_cooling_when_cold_and_compressors_when_hot() {
+    let site = small_hall(2, 6, "");
+    let e = &site.electrical;
+    let rc = e.room_cooling.clone().expect("hall-10k cools its UPS rooms");
+    assert!(rc.ups_indoors && !rc.transformer_indoors);
+    let cr = site.halls[0].air.crah.clone().unwrap();
+    let ups_loss = |it_w: f64| {
+        let pdu_in = it_w / e.pdu_efficiency;
+        let x = pdu_in / (e.ups_rating_kw * 1000.0);
+        let c = &e.ups_efficiency_curve;
+        let eff = match c.iter().position(|p| p[0] >= x) {
+            Some(0) => c[0][1],
+            Some(i) => c[i - 1][1] + (c[i][1] - c[i - 1][1]) * (x - c[i - 1][0]) / (c[i][0] - c[i - 1][0]),
+            None => c[c.len() - 1][1],
+        };
+        pdu_in / eff - pdu_in
+    };
+    let settle = |site: &Site, amb: &WeatherSample| {
+        let mut plant = Plant::new(site, 4).unwrap();
+        load_all(&mut plant, 0.8);
+        let acts = heartbeats(&plant);
+        for _ in 0..10 {
+            plant.step(60.0, amb, &acts);
+        }
+        plant.power()
+    };
+    // Cold: the dry-bulb is far below chilled-water supply − approach: free cooling carries it all.
+    let cold = weather_rh(10.0, 60.0);
+    assert!(cold.dry_bulb_c < cr.chilled_water_c - cr.free_cooling_approach_k);
+    let p = settle(&site, &cold);
+    let q = ups_loss(p.it_w);
+    assert!(q > 0.005 * p.it_w, "UPS loss {q} W at {} W IT", p.it_w);
+    let want = q * (rc.fan_kw_per_kw + (1.0 + rc.fan_kw_per_kw) * cr.free_cooling_fan_kw_per_kw);
+    assert!(
+        (p.elec_room_cooling_w - want).abs() <= 1e-9 * want,
+        "cold: {} W, expected {want} W",
+        p.elec_room_cooling_w
+    );
+    // Hot: no free cooling; the compressor's COP lies between 1 and its maximum.
+    let hot = weather_rh(40.0, 20.0);
+    let p = settle(&site, &hot);
+    let q = ups_loss(p.it_w);
+    let lo = q * (rc.fan_kw_per_kw + (1.0 + rc.fan_kw_per_kw) / cr.chiller_cop_max);
+    let hi = q * (rc.fan_kw_per_kw + (1.0 + rc.fan_kw_per_kw));
+    assert!(
+        p.elec_room_cooling_w > lo && p.elec_room_cooling_w < hi && p.elec_room_cooling_w > 2.0 * want,
+        "hot: {} W, expected within ({lo}, {hi}) and above twice the cold {want} W",
+        p.elec_room_cooling_w
+    );
+    assert!(p.cooling_w() >= p.elec_room_cooling_w);
+    // Without electrical-room cooling the term is zero.
+    let mut bare = site.clone();
+    bare.electrical.room_cooling = None;
+    let p = settle(&bare, &hot);
+    assert_eq!(p.elec_room_cooling_w, 0.0);
+}
+
 /// Hot, humid-ish weather (42 °C dry bulb, 30 °C wet bulb), full load, and a facility setpoint of 25 °C
 /// that neither dry nor adiabatically pre-cooled air can reach: the plant stages adiabatic assist first,
 /// then the trim chiller after a staging delay, and the chiller draws power.
@@ -1018,8 +1080,10 @@ fn multi_day_energy_balance() {
         + k.facility_pump_energy_kwh
         + k.rejection_fan_energy_kwh
         + k.chiller_energy_kwh
-        + k.air_handler_energy_kwh;
+        + k.air_handler_energy_kwh
+        + k.electrical_room_cooling_energy_kwh;
     assert!((k.cooling_energy_kwh - parts).abs() <= 1e-9 * parts);
+    assert!(k.electrical_room_cooling_energy_kwh > 0.0, "the UPS rooms are cooled");
     // The utility meter is everything after it: IT, cooling, heat pump, misc and the chain's losses.
     let total = k.it_energy_kwh
         + k.cooling_energy_kwh
