@@ -9,6 +9,7 @@
 //! messages. Everything the adapters could not read shows up as ageing or bad readings, which the
 //! controller turns into safe setpoints.
 
+pub mod caps;
 pub mod history;
 pub mod http;
 pub mod metrics;
@@ -442,6 +443,7 @@ pub struct Daemon {
     observer: metrics::Observer,
     history: Option<history::History>,
     web: Option<web::WebHub>,
+    limits_in_flight: caps::LimitsInFlight,
 }
 
 fn load_map(base: &Path, spec: &str) -> Result<RegisterMap, String> {
@@ -641,7 +643,15 @@ impl Daemon {
             None => None,
         };
         let web = cfg.web.as_ref().map(|_| web::WebHub::new(metrics.clone()));
+        // A command is judged lost once telemetry sampled two ticks after it still shows another
+        // limit (latency of a command plus a telemetry interval, with room to spare).
+        let limits_in_flight = caps::LimitsInFlight::new(
+            topo.racks.len(),
+            2.0 * cfg.daemon.tick_s,
+            (site.gpu.min_cap_w as f32, site.gpu.tdp_w as f32),
+        );
         Ok(Self {
+            limits_in_flight,
             wire: WirePlant::new(topo, cdus, facilities, meter, mqtt),
             controller,
             tick_s: cfg.daemon.tick_s,
@@ -709,6 +719,7 @@ impl Daemon {
         if let Some(api) = &self.api {
             api.on_tick(now, &m, &mut actions);
         }
+        self.resend_lost_limits(now, &m, &mut actions);
         // The twin: the same code as in simulation, on the same process image.
         if !self.twin.update(&m) {
             tracing::error!("twin: process image does not match the site; snapshot ignored");
@@ -844,6 +855,7 @@ impl Daemon {
         let m = self.wire.measurements(now);
         let mut actions = coolplane_core::signals::Actions::default();
         let n = api.on_tick(now, &m, &mut actions);
+        self.resend_lost_limits(now, &m, &mut actions);
         let unix_ms = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_millis() as i64)
@@ -855,6 +867,32 @@ impl Daemon {
             tracing::warn!(reason = %r, "write refused");
         }
         n
+    }
+
+    /// Remember the power limits sent now and send again those that fresh telemetry shows not in
+    /// force (lost while the broker or a rack agent was down); each is logged and counted.
+    fn resend_lost_limits(
+        &mut self,
+        now: f64,
+        m: &coolplane_core::signals::Measurements,
+        actions: &mut coolplane_core::signals::Actions,
+    ) {
+        for r in self.limits_in_flight.check(now, m, &self.wire.topology, actions) {
+            self.observer.counts.power_limits_resent += 1;
+            let rack = self
+                .wire
+                .topology
+                .racks
+                .get(r.rack as usize)
+                .map_or("?", |x| x.name.as_str());
+            tracing::warn!(
+                rack,
+                gpus = r.gpus_differing,
+                sent_at_s = r.sent_at_s,
+                t_s = now,
+                "power limits sent earlier are not in force (telemetry reports others): sent again"
+            );
+        }
     }
 
     fn devices(&self) -> Vec<(String, coolplane_adapters::modbus::DeviceStatus)> {

@@ -30,6 +30,8 @@ pub struct ObservedCounts {
     pub ticks: u64,
     /// Device link losses (connected → not connected).
     pub device_disconnects: u64,
+    /// Rack power-limit commands sent again because telemetry showed them not in force.
+    pub power_limits_resent: u64,
 }
 
 /// One line of the operator's event log (the web page shows them).
@@ -351,6 +353,12 @@ impl DaemonMetrics {
             "counter",
             "Writes the adapters refused (unknown or read-only point, queue full, no device).",
             Some(c.writes_refused as f64),
+        );
+        o.one(
+            "coolplane_power_limits_resent_total",
+            "counter",
+            "Rack power-limit commands sent again: fresh telemetry showed the last one not in force (lost in a broker or agent outage).",
+            Some(c.power_limits_resent as f64),
         );
         let ev: Vec<(String, f64)> = ["info", "warning", "critical"]
             .iter()

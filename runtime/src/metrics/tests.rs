@@ -156,6 +156,7 @@ fn populated() -> DaemonMetrics {
     counts.controller_events.insert("critical", 2);
     counts.stale_transitions.insert(("rack", "stale"), 5);
     counts.writes_refused = 1;
+    counts.power_limits_resent = 4;
     m.update(&snap, devices, Some(mqtt), &counts, 0.002);
     m.set_history(HistoryStats {
         points_written: 100,
@@ -211,6 +212,7 @@ fn exposition_parses_and_carries_the_values() {
         5.0
     );
     assert_eq!(value(&s, "coolplane_writes_refused_total", &[]), 1.0);
+    assert_eq!(value(&s, "coolplane_power_limits_resent_total", &[]), 4.0);
     assert_eq!(value(&s, "coolplane_history_points_written_total", &[]), 100.0);
     // A quote in a label value is escaped and parses back.
     assert_eq!(
