@@ -49,6 +49,7 @@ const FACILITY_PUMPS_C: RGBColor = RGBColor(86, 180, 233);
 const REJECTION_FANS_C: RGBColor = RGBColor(0, 158, 115);
 const CHILLER_C: RGBColor = RGBColor(213, 94, 0);
 const AIR_HANDLER_C: RGBColor = RGBColor(230, 159, 0);
+const ELEC_ROOM_C: RGBColor = RGBColor(240, 228, 66);
 const OTHER_COOLING_C: RGBColor = RGBColor(120, 120, 120);
 const LOSSES_C: RGBColor = RGBColor(204, 121, 167);
 const BUDGET_C: RGBColor = RGBColor(200, 0, 0);
@@ -945,12 +946,13 @@ struct Band {
 /// `power_stack.png`.
 fn draw_power<DB: DrawingBackend>(p: &Prepared<'_>, root: &DrawingArea<DB, Shift>) -> DrawResult<DB> {
     type Column = fn(&SeriesRow) -> f64;
-    const COOLING: [(&str, RGBColor, Column); 5] = [
+    const COOLING: [(&str, RGBColor, Column); 6] = [
         ("CDU pumps", CDU_PUMPS_C, |r| r.cdu_pumps_kw),
         ("facility pumps", FACILITY_PUMPS_C, |r| r.facility_pumps_kw),
         ("rejection fans", REJECTION_FANS_C, |r| r.rejection_fans_kw),
         ("chiller", CHILLER_C, |r| r.chiller_kw),
         ("air handlers", AIR_HANDLER_C, |r| r.air_handler_kw),
+        ("electrical rooms", ELEC_ROOM_C, |r| r.elec_room_cooling_kw),
     ];
     let body = titled(p, root)?;
     let (area, legend_area) = split_legend(&body);
@@ -1365,7 +1367,13 @@ mod tests {
                 let rejection_fans_kw = 0.015 * it_kw * (1.0 + 0.5 * day);
                 let chiller_kw = (0.04 * it_kw * day).max(0.0);
                 let air_handler_kw = 0.01 * it_kw;
-                let cooling_kw = cdu_pumps_kw + facility_pumps_kw + rejection_fans_kw + chiller_kw + air_handler_kw;
+                let elec_room_cooling_kw = 0.002 * it_kw;
+                let cooling_kw = cdu_pumps_kw
+                    + facility_pumps_kw
+                    + rejection_fans_kw
+                    + chiller_kw
+                    + air_handler_kw
+                    + elec_room_cooling_kw;
                 let electrical_losses_kw = 0.03 * it_kw;
                 let facility_kw = it_kw + cooling_kw + electrical_losses_kw;
                 let cdu_supply_setpoint_mean_c = 32.0 + if t_h > 20.0 { 1.0 } else { 0.0 };
@@ -1380,6 +1388,7 @@ mod tests {
                     rejection_fans_kw,
                     chiller_kw,
                     air_handler_kw,
+                    elec_room_cooling_kw,
                     electrical_losses_kw,
                     pue: facility_kw / it_kw,
                     gpu_temp_max_c: 74.0 + 6.0 * jobs + 2.5 * day,

@@ -73,6 +73,12 @@ const LINES: &[Line] = &[
         decimals: 0,
     },
     Line {
+        label: "  electrical-room cooling",
+        unit: "kWh",
+        get: |r| r.kpis.electrical_room_cooling_energy_kwh,
+        decimals: 0,
+    },
+    Line {
         label: "electrical losses",
         unit: "kWh",
         get: |r| r.kpis.electrical_loss_energy_kwh,

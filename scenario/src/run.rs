@@ -290,6 +290,7 @@ fn row(plant: &Plant, controller: &Controller, cluster: &Cluster, t_h: f64, slow
         rejection_fans_kw: p.rejection_fans_w / 1e3,
         chiller_kw: p.chiller_w / 1e3,
         air_handler_kw: p.air_handler_fans_w / 1e3,
+        elec_room_cooling_kw: p.elec_room_cooling_w / 1e3,
         electrical_losses_kw: p.electrical_losses_w / 1e3,
         pue: if p.it_w > 0.0 { p.facility_w / p.it_w } else { f64::NAN },
         gpu_temp_max_c: plant.true_gpu_temps_c().iter().copied().fold(f32::MIN, f32::max) as f64,

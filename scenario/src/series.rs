@@ -24,6 +24,8 @@ pub struct SeriesRow {
     pub chiller_kw: f64,
     /// Air-handler fans, kW.
     pub air_handler_kw: f64,
+    /// Cooling of the electrical rooms, kW.
+    pub elec_room_cooling_kw: f64,
     /// Electrical losses, kW.
     pub electrical_losses_kw: f64,
     /// Instantaneous PUE.
@@ -60,7 +62,7 @@ pub struct SeriesRow {
 
 impl SeriesRow {
     /// Column names, in CSV order.
-    pub const COLUMNS: [&'static str; 25] = [
+    pub const COLUMNS: [&'static str; 26] = [
         "t_h",
         "it_kw",
         "facility_kw",
@@ -70,6 +72,7 @@ impl SeriesRow {
         "rejection_fans_kw",
         "chiller_kw",
         "air_handler_kw",
+        "elec_room_cooling_kw",
         "electrical_losses_kw",
         "pue",
         "gpu_temp_max_c",
@@ -89,7 +92,7 @@ impl SeriesRow {
     ];
 
     /// Values in CSV order.
-    pub fn values(&self) -> [f64; 25] {
+    pub fn values(&self) -> [f64; 26] {
         [
             self.t_h,
             self.it_kw,
@@ -100,6 +103,7 @@ impl SeriesRow {
             self.rejection_fans_kw,
             self.chiller_kw,
             self.air_handler_kw,
+            self.elec_room_cooling_kw,
             self.electrical_losses_kw,
             self.pue,
             self.gpu_temp_max_c,

@@ -68,7 +68,8 @@ fn one_day_kpis_obey_the_bookkeeping_identities_and_bounds() {
         + k.facility_pump_energy_kwh
         + k.rejection_fan_energy_kwh
         + k.chiller_energy_kwh
-        + k.air_handler_energy_kwh;
+        + k.air_handler_energy_kwh
+        + k.electrical_room_cooling_energy_kwh;
     assert!((k.cooling_energy_kwh - parts).abs() <= 1e-9 * parts.max(1.0));
     // The PUE cannot be below the electrical chain's own losses: 1 / (η_PDU · η_UPS,max).
     let eta_ups_max = site
