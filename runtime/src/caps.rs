@@ -85,7 +85,9 @@ impl LimitsInFlight {
             };
             // The rack's telemetry time: its hottest-GPU reading comes with every report.
             let t = &m.gpu_temp_max_c;
-            if t.quality == Quality::Bad || !(t.t_s >= s.at_s + self.grace_s) || t.t_s > now_s + 1.0 {
+            // Sampled within the grace after the command (or NaN), or from the future: not compared.
+            let after_grace = t.t_s >= s.at_s + self.grace_s;
+            if t.quality == Quality::Bad || !after_grace || t.t_s > now_s + 1.0 {
                 continue;
             }
             let differing = s
