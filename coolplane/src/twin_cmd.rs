@@ -148,6 +148,15 @@ pub fn table(r: &EvalReport) -> String {
         ("facility power NMBE, hourly (%)", f(r.nmbe_pct, 2), "within ±1"),
         ("PUE MAE, hourly", f(r.pue_mae, 4), "≤ 0.001"),
         (
+            "… by part: rejection + facility pumps + chillers / other overhead / CDU pumps / meter vs truth",
+            r.pue_mae_by_part
+                .iter()
+                .map(|x| f(*x, 4))
+                .collect::<Vec<_>>()
+                .join(" / "),
+            "(where it comes from)",
+        ),
+        (
             "hottest-GPU MAE 15 min ahead, vs true die (K)",
             f(r.hottest_gpu_mae_k, 2),
             "≤ 1",

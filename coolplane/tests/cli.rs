@@ -305,6 +305,7 @@ fn twin_eval_json_has_every_key_and_bad_input_is_named() {
         "cv_rmse_pct",
         "nmbe_pct",
         "pue_mae",
+        "pue_mae_by_part",
         "hottest_gpu_mae_k",
         "forecast_skill_15min",
         "forecast_skill_1h",

@@ -119,6 +119,11 @@ pub struct EvalReport {
     pub cooling_rest_bias_kw: f64,
     /// Mean error of the predicted other overhead (electrical losses, air handling, misc), kW.
     pub other_overhead_bias_kw: f64,
+    /// The hourly PUE error by part, mean absolute: [heat rejection + facility pumps + chillers,
+    /// other overhead, CDU pumps, utility meter vs true facility power] (each part's error over
+    /// the hour's IT).
+    #[serde(default)]
+    pub pue_mae_by_part: [f64; 4],
     /// The maintenance events that were false alarms.
     pub false_alarm_events: Vec<String>,
     /// Sensor events by sensor kind and issue.
@@ -213,6 +218,9 @@ struct Trace {
     hot_pred: Vec<(usize, f64)>,
     /// Sums of (predicted, metered) rest-of-cooling and other overhead, kW, and their count.
     parts: [f64; 5],
+    /// Per scored step (aligned with `fac_pred_kw`): predicted − metered rest-of-cooling, other
+    /// overhead and CDU pumps, and metered − true facility power, kW (NaN where not predicted).
+    part_err_kw: Vec<[f64; 4]>,
 }
 
 struct RunOut {
@@ -304,6 +312,7 @@ fn simulate(
                     tr.parts[2] += other;
                     tr.parts[3] += fac_m - it - rest_m - pumps_m;
                     tr.parts[4] += 1.0;
+                    let other_m = fac_m - it - rest_m - pumps_m;
                     let cal = twin.calibration();
                     let pumps: f64 = (0..m.cdus.len())
                         .map(|c| {
@@ -313,8 +322,14 @@ fn simulate(
                                 .map_or(f64::NAN, |f| f.predict(&[q.powi(3)]))
                         })
                         .sum();
+                    let fac_now = plant.power().facility_w / 1e3;
+                    tr.part_err_kw
+                        .push([rest - rest_m, other - other_m, pumps - pumps_m, fac_m - fac_now]);
                     Some(it + rest + other + pumps)
                 });
+            if pred.is_none() {
+                tr.part_err_kw.push([f64::NAN; 4]);
+            }
             tr.fac_pred_kw.push(pred.unwrap_or(f64::NAN));
             if k % h15 == 0 {
                 let st = hall_state(&twin, m);
@@ -348,6 +363,7 @@ fn simulate(
             }
         } else if !learn_fac && k >= score_k {
             tr.fac_pred_kw.push(f64::NAN);
+            tr.part_err_kw.push([f64::NAN; 4]);
         }
         plant.step(dt, &amb, &actions);
         tr.t_s.push(t);
@@ -513,6 +529,25 @@ pub fn eval(
     let cv_rmse_pct = 100.0 * rmse / mean_a;
     let nmbe_pct = 100.0 * act_h.iter().zip(&pred_h).map(|(a, p)| a - p).sum::<f64>() / ((n - 1.0).max(1.0) * mean_a);
     let pue_mae = pue_err.iter().sum::<f64>() / pue_err.len().max(1) as f64;
+    // The same hourly PUE error split by the facility model's parts (where it comes from).
+    let mut part_mae = [0.0f64; 4];
+    let mut part_n = 0usize;
+    let mut i = 0;
+    while i + hour <= n_scored {
+        let it: f64 = (i..i + hour).map(|j| t.it_true_kw[sk + j]).sum::<f64>() / hour as f64;
+        let mean = |c: usize| (i..i + hour).map(|j| t.part_err_kw[j][c]).sum::<f64>() / hour as f64;
+        let e = [mean(0), mean(1), mean(2), mean(3)];
+        if it > 0.0 && e.iter().all(|x| x.is_finite()) {
+            for (m, x) in part_mae.iter_mut().zip(e) {
+                *m += (x / it).abs();
+            }
+            part_n += 1;
+        }
+        i += hour;
+    }
+    for m in &mut part_mae {
+        *m /= part_n.max(1) as f64;
+    }
     let hot: Vec<(f64, f64)> = t
         .hot_pred
         .iter()
@@ -734,6 +769,7 @@ pub fn eval(
         whatif_horizons_per_s,
         cooling_rest_bias_kw: (t.parts[0] - t.parts[1]) / t.parts[4].max(1.0),
         other_overhead_bias_kw: (t.parts[2] - t.parts[3]) / t.parts[4].max(1.0),
+        pue_mae_by_part: part_mae,
         false_alarm_events: maintenance_events,
         sensor_events_by_kind: by_kind,
         clean,
