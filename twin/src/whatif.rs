@@ -181,15 +181,25 @@ pub struct HallModel {
     pub gpu_share: f64,
 }
 
-/// Whether a rack's thermal fit `T − T_supply = f₀ + f₁·P + f₂·P·q^−0.8` stays physical: an offset
-/// within ±30 K and a die-to-coolant resistance `f₁ + f₂·q^−0.8` in (0, 0.2] K/W at every flow
-/// fraction from 0.3 to 1.2 of design.
-fn plausible_rack_fit(f: &[f64; 3]) -> bool {
+/// Largest die-to-coolant rise at TDP a rack fit may give at any flow from 30 % of design, K.
+/// A gross-error bound, not a tight physical one: at 30 % flow a real cold plate's convective
+/// term grows 2–3×, and the Alibaba pods' runs (GPUs far below TDP) leave fits that are right
+/// where the load was and steep beyond it; 80 K refused those (hottest-GPU MAE 0.46 → 11.7 K).
+/// The collinear fits it must catch extrapolate to hundreds of kelvins.
+const MAX_RISE_AT_TDP_K: f64 = 200.0;
+
+/// Whether a rack's thermal fit `T − T_supply = f₀ + f₁·P + f₂·P·q^−0.8` stays physical for GPUs
+/// of `tdp_w`: an offset within ±30 K and a die-to-coolant resistance `f₁ + f₂·q^−0.8` that is
+/// positive and gives at most [`MAX_RISE_AT_TDP_K`] at TDP, at every flow fraction from 0.3 to 1.2
+/// of design. (Judged as a rise at TDP, not as a fixed K/W: a 100 W accelerator's resistance is
+/// ten times a 1 kW GPU's; a fixed 0.2 K/W refused every supernode-640 fit and gave it a
+/// hottest-GPU MAE of 21.7 K.)
+fn plausible_rack_fit(f: &[f64; 3], tdp_w: f64) -> bool {
     f.iter().all(|v| v.is_finite())
         && f[0].abs() <= 30.0
         && [0.3f64, 0.5, 0.7, 1.0, 1.2].iter().all(|&q| {
             let r = f[1] + f[2] * q.powf(-0.8);
-            r > 0.0 && r <= 0.2
+            r > 0.0 && r * tdp_w <= MAX_RISE_AT_TDP_K
         })
 }
 
@@ -220,13 +230,31 @@ impl HallModel {
         // hundreds of kelvins at another flow. Keep a fit only if its thermal resistance is
         // physical over the flows a candidate may ask for.
         for f in &mut fits {
-            if f.is_some_and(|f| !plausible_rack_fit(&f)) {
+            if f.is_some_and(|f| !plausible_rack_fit(&f, np.gpu_tdp_w)) {
                 *f = None;
+            }
+        }
+        // The racks of a site carry the same cold plates (a few per cent of spread): a fit whose
+        // resistance at design flow lies more than half off the racks' median is a fitting
+        // artefact (a rack whose load never left a narrow band while the twin learned; the
+        // Alibaba pods leave many), not a different plate.
+        let r_design = |f: &[f64; 3]| f[1] + f[2];
+        let mut rs: Vec<f64> = fits.iter().flatten().map(r_design).collect();
+        rs.sort_by(f64::total_cmp);
+        if let Some(&r_med) = rs.get(rs.len() / 2) {
+            for f in &mut fits {
+                if f.is_some_and(|f| (r_design(&f) - r_med).abs() > 0.5 * r_med) {
+                    *f = None;
+                }
             }
         }
         let mut good: Vec<[f64; 3]> = fits.iter().flatten().copied().collect();
         good.sort_by(|a, b| (a[1] + a[2]).total_cmp(&(b[1] + b[2])));
-        let median = good.get(good.len() / 2).copied().unwrap_or([0.5, 0.0, 0.03]);
+        // No physical fit at all: a 0.5 K offset and a 30 K rise at TDP and design flow.
+        let median = good
+            .get(good.len() / 2)
+            .copied()
+            .unwrap_or([0.5, 0.0, 30.0 / np.gpu_tdp_w.max(1.0)]);
         for f in &mut fits {
             f.get_or_insert(median);
         }
@@ -354,13 +382,22 @@ mod plausibility_tests {
 
     #[test]
     fn a_collinear_rack_fit_is_refused_and_a_physical_one_kept() {
-        // 3 K offset, 0.02 K/W split between the two power terms: physical.
-        assert!(plausible_rack_fit(&[3.0, 0.008, 0.012]));
+        // 1 kW GPU: 3 K offset, 0.02 K/W split between the two power terms: physical.
+        assert!(plausible_rack_fit(&[3.0, 0.008, 0.012], 1000.0));
         // The two power terms traded off: 0.001 K/W at design flow, but −0.9 K/W at 30 %.
-        assert!(!plausible_rack_fit(&[3.0, 2.0, -1.999]));
+        assert!(!plausible_rack_fit(&[3.0, 2.0, -1.999], 1000.0));
         // Negative resistance, an absurd offset, a NaN.
-        assert!(!plausible_rack_fit(&[3.0, -0.01, 0.0]));
-        assert!(!plausible_rack_fit(&[80.0, 0.01, 0.01]));
-        assert!(!plausible_rack_fit(&[f64::NAN, 0.01, 0.01]));
+        assert!(!plausible_rack_fit(&[3.0, -0.01, 0.0], 1000.0));
+        assert!(!plausible_rack_fit(&[80.0, 0.01, 0.01], 1000.0));
+        assert!(!plausible_rack_fit(&[f64::NAN, 0.01, 0.01], 1000.0));
+        // 100 W accelerators (supernode-640: 0.12 K/W conduction + 0.06 K/W convection at
+        // reference flow, 0.28 K/W at 30 % flow) are physical; the same numbers for a 1 kW GPU
+        // (280 K at TDP) are not.
+        assert!(plausible_rack_fit(&[2.0, 0.12, 0.06], 100.0));
+        assert!(!plausible_rack_fit(&[2.0, 0.12, 0.06], 1000.0));
+        // The bound is the same rise at TDP for both: 0.19 K/W passes at 1 kW, 1.9 K/W at 100 W.
+        assert!(plausible_rack_fit(&[0.0, 0.19, 0.0], 1000.0));
+        assert!(plausible_rack_fit(&[0.0, 1.9, 0.0], 100.0));
+        assert!(!plausible_rack_fit(&[0.0, 2.1, 0.0], 100.0));
     }
 }
