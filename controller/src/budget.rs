@@ -271,13 +271,6 @@ impl BudgetFeed {
         };
         gpu_caps(ledger, &self.topo, &self.nodes_per_rack, &self.gpus_per_node, unleased)
     }
-
-    /// Reset what was sent (after a reconnect, so that every rack gets its caps again).
-    pub fn resend_all(&mut self) {
-        for s in &mut self.sent {
-            s.clear();
-        }
-    }
 }
 
 /// Per-GPU caps from the live leases. A lease names nodes and a GPU count on each; the GPUs of a

@@ -323,11 +323,6 @@ impl ApiState {
         }
         n
     }
-
-    /// Send the caps of every rack again at the next tick (after a broker reconnect).
-    pub fn resend_caps(&self) {
-        self.lock().feed.resend_all();
-    }
 }
 
 fn event_json(st: &ApiState, e: &LedgerEvent) -> (&'static str, String) {
