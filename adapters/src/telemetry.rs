@@ -135,6 +135,10 @@ impl Topics {
     pub fn controller_mode(&self) -> String {
         format!("{}/controller/mode", self.root)
     }
+    /// The controller's latest energy plan (retained JSON; policies that make one).
+    pub fn controller_plan(&self) -> String {
+        format!("{}/controller/plan", self.root)
+    }
 
     /// `…/event/{severity}`: alarms, mode changes, fail-safe entries, budget cuts.
     pub fn event(&self, severity: &str) -> String {
@@ -1804,6 +1808,7 @@ mod tests {
         assert_eq!(t.site_state(), "coolplane/v1/campus-1/site/state");
         assert_eq!(t.cdu_state("cdu-3"), "coolplane/v1/campus-1/cdu/cdu-3/state");
         assert_eq!(t.controller_mode(), "coolplane/v1/campus-1/controller/mode");
+        assert_eq!(t.controller_plan(), "coolplane/v1/campus-1/controller/plan");
         assert_eq!(t.event("critical"), "coolplane/v1/campus-1/event/critical");
     }
 

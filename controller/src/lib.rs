@@ -27,7 +27,7 @@ pub mod ledger;
 use coolplane_core::signals::{Actions, CduCommand, FacilityCommand, Measurements, RackPowerLimits};
 use coolplane_core::site::Site;
 use coolplane_core::topology::Topology;
-use coolplane_policies::{Decision, PlantLimits, Policy, PolicyInput, Setpoints};
+use coolplane_policies::{Decision, EnergyPlan, PlantLimits, Policy, PolicyInput, Setpoints};
 use serde::{Deserialize, Serialize};
 
 /// Tuning of the controller's own safety behaviour.
@@ -186,6 +186,8 @@ pub struct Controller {
     ecap_rack: Vec<bool>,
     /// Per CDU: its supply temperature when GPU telemetry was last fresh, °C.
     supply_at_gpu_report: Vec<f64>,
+    /// Energy plans the policy made and nobody has taken yet (bounded).
+    plans: Vec<EnergyPlan>,
 }
 
 /// Setpoints an operator holds (leases kept by the runtime): each replaces the policy's proposal
@@ -214,8 +216,9 @@ pub enum OperatorPoint {
 
 impl Controller {
     /// A controller for a validated site running `policy`.
-    pub fn new(site: &Site, policy: Box<dyn Policy>, cfg: ControllerConfig) -> Self {
+    pub fn new(site: &Site, mut policy: Box<dyn Policy>, cfg: ControllerConfig) -> Self {
         let topo = Topology::new(site);
+        policy.bind(site, &topo);
         let limits = PlantLimits::from_site(site, &topo);
         let design = limits.design_setpoints();
         // Halls and CDUs as the topology expands them (a site entry may stand for several).
@@ -247,6 +250,7 @@ impl Controller {
             ecap: vec![f32::INFINITY; n_gpu],
             ecap_rack: vec![false; n_rack],
             supply_at_gpu_report: vec![f64::NAN; n_cdu],
+            plans: Vec::new(),
         }
     }
 
@@ -356,6 +360,12 @@ impl Controller {
     /// The policy's reasons from its last run.
     pub fn last_reasons(&self) -> &[String] {
         &self.last_reasons
+    }
+
+    /// Take the energy plans the policy made since the last call (`coordinated` makes one every
+    /// 15 minutes; the harness writes them to `plans.jsonl`, the daemon publishes them).
+    pub fn take_plans(&mut self) -> Vec<EnergyPlan> {
+        std::mem::take(&mut self.plans)
     }
 
     /// Take the events raised since the last call.
@@ -497,6 +507,12 @@ impl Controller {
                         );
                     }
                     self.last_reasons = d.reasons.clone();
+                    if let Some(plan) = &d.plan {
+                        if self.plans.len() >= 1_000 {
+                            self.plans.remove(0);
+                        }
+                        self.plans.push(plan.clone());
+                    }
                     decision = Some(d);
                 }
                 Mode::Manual => self.proposal = self.commanded.clone(),

@@ -28,6 +28,7 @@ impl Policy for Scripted {
             power_limits: Vec::new(),
             placement: None,
             reasons: Vec::new(),
+            plan: None,
         })
     }
 }
@@ -234,6 +235,7 @@ fn decision(t: &Tick) -> Decision {
             .collect(),
         placement: None,
         reasons: Vec::new(),
+        plan: None,
     }
 }
 

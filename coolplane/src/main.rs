@@ -479,6 +479,14 @@ fn write_outputs(dir: &Path, r: &RunResult, scenario: &coolplane_scenario::Scena
         ev.push_str(&format!("{:>10.0} s  {:?}  {}\n", e.t_s, e.severity, e.message));
     }
     std::fs::write(dir.join("events.log"), ev).context("writing events.log")?;
+    if !r.plans.is_empty() {
+        let mut lines = String::new();
+        for p in &r.plans {
+            lines.push_str(&serde_json::to_string(p)?);
+            lines.push('\n');
+        }
+        std::fs::write(dir.join("plans.jsonl"), lines).context("writing plans.jsonl")?;
+    }
     let meta = PlotMeta {
         title: format!(
             "{} · {} · {} {} · seed {}",

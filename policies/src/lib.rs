@@ -22,6 +22,9 @@ use coolplane_core::topology::Topology;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
+pub mod coordinated;
+pub use coordinated::{Coordinated, CoordinatedParams, EnergyPlan, PlanPrediction, PlanSetpoints};
+
 /// Equipment limits and design values of one CDU, from the site file (nameplate, not plant truth).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct CduLimits {
@@ -160,6 +163,9 @@ pub struct Decision {
     pub placement: Option<PlacementAdvice>,
     /// Why: one short line per change, for operators.
     pub reasons: Vec<String>,
+    /// The energy plan, when the policy made one this tick (`coordinated`, every 15 minutes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan: Option<EnergyPlan>,
 }
 
 /// What a policy is given each time it runs.
@@ -183,10 +189,13 @@ pub trait Policy: Send {
     fn name(&self) -> &'static str;
     /// Propose setpoints for this tick.
     fn decide(&mut self, input: &PolicyInput<'_>) -> Decision;
+    /// Called once by the controller with the site it controls, before the first tick: a policy
+    /// that needs the nameplate (the GPU characterisation, the CDUs' design data) keeps it here.
+    fn bind(&mut self, _site: &Site, _topo: &Topology) {}
 }
 
 /// Names of the policies [`by_name`] knows.
-pub const POLICY_NAMES: [&str; 2] = ["vendor-default", "trim-respond"];
+pub const POLICY_NAMES: [&str; 3] = ["vendor-default", "trim-respond", "coordinated"];
 
 /// No policy of that name.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -205,6 +214,7 @@ pub fn by_name(name: &str) -> Result<Box<dyn Policy>, UnknownPolicy> {
     match name {
         "vendor-default" => Ok(Box::new(VendorDefault)),
         "trim-respond" => Ok(Box::new(TrimRespond::default())),
+        "coordinated" => Ok(Box::new(Coordinated::default())),
         other => Err(UnknownPolicy(other.to_string())),
     }
 }
@@ -224,6 +234,7 @@ impl Policy for VendorDefault {
             power_limits: Vec::new(),
             placement: None,
             reasons: Vec::new(),
+            plan: None,
         }
     }
 }
@@ -348,6 +359,17 @@ impl TrimRespond {
     pub fn new(params: TrimRespondParams) -> Self {
         Self {
             params,
+            ..Default::default()
+        }
+    }
+
+    /// Trim and respond taking over from setpoints already in force (bumpless transfer: from
+    /// another policy, without a jump back to design or to an old state of its own).
+    pub fn starting_from(params: TrimRespondParams, current: &Setpoints) -> Self {
+        Self {
+            params,
+            state: Some(current.clone()),
+            written: Some(current.clone()),
             ..Default::default()
         }
     }
@@ -577,6 +599,7 @@ impl Policy for TrimRespond {
             power_limits: Vec::new(),
             placement: None,
             reasons,
+            plan: None,
         }
     }
 }

@@ -758,6 +758,19 @@ impl Daemon {
         report.refused += applied.refused.len() as u64;
         let refused: Vec<String> = applied.refused.iter().map(|r| r.to_string()).collect();
         let events = self.controller.drain_events();
+        let plans = self.controller.take_plans();
+        for p in &plans {
+            tracing::info!(
+                status = %p.status,
+                binding = %p.binding,
+                predicted_facility_kw = p.predicted.map_or(f64::NAN, |x| x.facility_kw),
+                "energy plan: {}",
+                p.reasons.first().map_or("", |s| s.as_str())
+            );
+        }
+        if let (Some(op), Some(mqtt), Some(p)) = (self.operator.as_mut(), self.wire.mqtt.as_ref(), plans.last()) {
+            op.publish_plan(p, mqtt);
+        }
         self.observe(now, &m, unix_ms, &events, &refused, applied.writes_queued, started);
         report.observed = self.observer.counts.clone();
         let hottest = m

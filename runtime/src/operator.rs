@@ -54,6 +54,8 @@ pub struct OperatorStats {
     pub rejected: u64,
     /// Retained command messages ignored.
     pub retained_ignored: u64,
+    /// Energy plans published.
+    pub plans_published: u64,
     /// Leases that lapsed and reverted.
     pub expired: u64,
     /// Full republications (first connect, reconnects).
@@ -577,6 +579,14 @@ impl Operator {
             "twin_margin_k": num(st.twin_margin_k),
             "twin_it_kw": num(twin.estimate().halls.iter().map(|h| h.it_kw.value).sum::<f64>()),
         })
+    }
+
+    /// Publish the controller's latest energy plan, retained, on `…/controller/plan`.
+    pub fn publish_plan(&mut self, plan: &coolplane_policies::EnergyPlan, mqtt: &MqttLink) {
+        if let Ok(v) = serde_json::to_vec(plan) {
+            mqtt.publish(self.topics.controller_plan(), v, true);
+            self.stats.plans_published += 1;
+        }
     }
 
     /// After the controller's tick: publish state, budget, mode, availability, events, discovery.

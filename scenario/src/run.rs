@@ -11,7 +11,7 @@
 use crate::series::{SeriesRow, TimeSeries};
 use crate::spec::Scenario;
 use coolplane_controller::{Controller, ControllerConfig, ControllerEvent};
-use coolplane_policies::Policy;
+use coolplane_policies::{EnergyPlan, Policy};
 use coolplane_sim_plant::cluster::{Cluster, ClusterStats};
 use coolplane_sim_plant::kpi::Kpis;
 use coolplane_sim_plant::Plant;
@@ -137,6 +137,67 @@ pub struct RunReport {
     /// Power leases of the simulated scheduler (scenarios with a `[budget]` table).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub budget: Option<crate::budget::BudgetReport>,
+    /// Accuracy of the policy's energy plans (policies that make them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan_accuracy: Option<PlanAccuracy>,
+}
+
+/// Predicted against realised, over each optimised plan's horizon (plans whose horizon ends
+/// inside the run): mean facility power and the hottest GPU.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+pub struct PlanAccuracy {
+    /// Plans made (optimised and fallback).
+    pub plans: u64,
+    /// Optimised plans scored.
+    pub scored: u64,
+    /// Mean absolute error of the mean facility power over the horizon, % of realised.
+    pub facility_mape_pct: f64,
+    /// Mean signed error (predicted − realised), % of realised.
+    pub facility_bias_pct: f64,
+    /// Mean absolute error of the hottest GPU over the horizon, K (predicted at today's load
+    /// against the true hottest die).
+    pub hottest_gpu_mae_k: f64,
+    /// Mean signed error of the hottest GPU, K.
+    pub hottest_gpu_bias_k: f64,
+}
+
+/// Score plans against per-step realised facility power (kW) and hottest die (°C) at times
+/// `k·dt`.
+pub fn plan_accuracy(plans: &[EnergyPlan], facility_kw: &[f64], hottest_c: &[f64], dt: f64) -> PlanAccuracy {
+    let mut a = PlanAccuracy {
+        plans: plans.len() as u64,
+        ..Default::default()
+    };
+    for p in plans {
+        let Some(pred) = p.predicted.filter(|_| p.status == "optimised") else {
+            continue;
+        };
+        let k0 = (p.t_s / dt).round() as usize;
+        let k1 = ((p.t_s + p.horizon_s) / dt).round() as usize;
+        if k1 > facility_kw.len() || k1 <= k0 {
+            continue;
+        }
+        let n = (k1 - k0) as f64;
+        let fac = facility_kw[k0..k1].iter().sum::<f64>() / n;
+        let hot = hottest_c[k0..k1].iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        if !(fac > 0.0 && hot.is_finite() && pred.facility_kw.is_finite()) {
+            continue;
+        }
+        let e = (pred.facility_kw - fac) / fac * 100.0;
+        a.facility_mape_pct += e.abs();
+        a.facility_bias_pct += e;
+        a.hottest_gpu_mae_k += (pred.hottest_gpu_c - hot).abs();
+        a.hottest_gpu_bias_k += pred.hottest_gpu_c - hot;
+        a.scored += 1;
+    }
+    if a.scored > 0 {
+        let n = a.scored as f64;
+        a.facility_mape_pct /= n;
+        a.facility_bias_pct /= n;
+        a.hottest_gpu_mae_k /= n;
+        a.hottest_gpu_bias_k /= n;
+    }
+    a
 }
 
 /// A finished run.
@@ -150,6 +211,8 @@ pub struct RunResult {
     pub events: Vec<ControllerEvent>,
     /// Scheduler counters.
     pub cluster: ClusterStats,
+    /// The policy's energy plans (`plans.jsonl` under `--out`).
+    pub plans: Vec<EnergyPlan>,
 }
 
 /// Run a resolved scenario under `policy`. `progress` is called about once per simulated hour.
@@ -180,6 +243,8 @@ pub fn run(
     let hour_steps = ((3600.0 / dt).round() as u64).max(1);
     let slowdown = site.gpu.slowdown_c;
     let mut advice = None;
+    let mut plans: Vec<EnergyPlan> = Vec::new();
+    let (mut realised_kw, mut realised_hot) = (Vec::new(), Vec::new());
     let mut gate = scenario
         .spec
         .budget
@@ -211,8 +276,16 @@ pub fn run(
         if events.len() < 100_000 {
             events.extend(controller.drain_events());
         }
+        plans.extend(controller.take_plans());
         let ambient = scenario.weather.sample(scenario.weather_time_s(t));
         plant.step(dt, &ambient, &actions);
+        if !plans.is_empty() {
+            realised_kw.push(plant.power().facility_w / 1e3);
+            realised_hot.push(plant.true_gpu_temps_c().iter().copied().fold(f32::MIN, f32::max) as f64);
+        } else {
+            realised_kw.push(f64::NAN);
+            realised_hot.push(f64::NAN);
+        }
         if opts.record && (k % rows_every == 0 || k + 1 == steps) {
             series.rows.push(row(
                 &plant,
@@ -264,12 +337,14 @@ pub fn run(
         jobs_completed: stats.completed,
         checks,
         budget: gate.as_ref().map(|g| g.report()),
+        plan_accuracy: (!plans.is_empty()).then(|| plan_accuracy(&plans, &realised_kw, &realised_hot, dt)),
     };
     Ok(RunResult {
         report,
         series,
         events,
         cluster: stats,
+        plans,
     })
 }
 
@@ -313,5 +388,53 @@ fn row(plant: &Plant, controller: &Controller, cluster: &Cluster, t_h: f64, slow
         budget_kw: meas.meter.power_budget_kw.value,
         adiabatic_on: (0..topo.halls.len()).filter(|&h| plant.adiabatic_on(h)).count() as f64 / n_hall,
         chiller_on: (0..topo.halls.len()).filter(|&h| plant.chiller_on(h)).count() as f64 / n_hall,
+    }
+}
+
+#[cfg(test)]
+mod plan_accuracy_tests {
+    use super::*;
+    use coolplane_policies::PlanPrediction;
+
+    fn plan(t_s: f64, status: &str, facility_kw: f64, hottest: f64) -> EnergyPlan {
+        EnergyPlan {
+            t_s,
+            policy: "coordinated".into(),
+            status: status.into(),
+            horizon_s: 600.0,
+            setpoints: None,
+            predicted: Some(PlanPrediction {
+                facility_kw,
+                hottest_gpu_c: hottest,
+                ..Default::default()
+            }),
+            keep: None,
+            power_caps: String::new(),
+            placement_first: Vec::new(),
+            binding: String::new(),
+            candidates: 0,
+            reasons: Vec::new(),
+        }
+    }
+
+    /// Each optimised plan is scored on the mean facility power and the hottest die over its own
+    /// horizon; fallback plans and plans whose horizon runs past the end are not scored.
+    #[test]
+    fn plans_are_scored_over_their_horizon() {
+        // 60 s steps: facility 100 kW for the first 10 steps, then 200 kW; hottest 70 then 80 °C.
+        let fac: Vec<f64> = (0..30).map(|k| if k < 10 { 100.0 } else { 200.0 }).collect();
+        let hot: Vec<f64> = (0..30).map(|k| if k < 10 { 70.0 } else { 80.0 }).collect();
+        let plans = [
+            plan(0.0, "optimised", 110.0, 71.0),   // realised 100 kW, 70 °C: +10 %, +1 K
+            plan(600.0, "optimised", 180.0, 78.0), // realised 200 kW, 80 °C: −10 %, −2 K
+            plan(0.0, "fallback", 1.0, 1.0),       // not scored
+            plan(1500.0, "optimised", 1.0, 1.0),   // horizon past the end: not scored
+        ];
+        let a = plan_accuracy(&plans, &fac, &hot, 60.0);
+        assert_eq!((a.plans, a.scored), (4, 2));
+        assert!((a.facility_mape_pct - 10.0).abs() < 1e-9, "{a:?}");
+        assert!(a.facility_bias_pct.abs() < 1e-9, "{a:?}");
+        assert!((a.hottest_gpu_mae_k - 1.5).abs() < 1e-9, "{a:?}");
+        assert!((a.hottest_gpu_bias_k + 0.5).abs() < 1e-9, "{a:?}");
     }
 }

@@ -402,3 +402,57 @@ fn real_traces_drive_the_cluster() {
     assert!(busy > 0.5 * 10_368.0 && busy <= 10_368.0, "{busy}");
     assert!(r.report.checks.all_ok());
 }
+
+/// The coordinated policy on hall-10k: a day of learning under trim-respond, then 12 h
+/// optimised. It must use less facility energy per unit of work than vendor-default on the same
+/// scenario with zero throttling, explain every plan, fall back (and say so) while a CDU is
+/// offline, and predict the next hour's facility power within a few per cent.
+#[test]
+fn coordinated_saves_energy_per_work_explains_and_falls_back_on_stale_data() {
+    let mut s = spec(0.5, 24.0);
+    let vd = run_spec(&s, "vendor-default");
+    s.events.push(EventSpec {
+        start_h: 3.0,
+        end_h: Some(5.0),
+        fault: FaultKind::CduOffline { cdu: 0 },
+    });
+    let co = run_spec(&s, "coordinated");
+    let per_work =
+        |r: &coolplane_scenario::RunResult| r.report.kpis.facility_energy_kwh / r.report.kpis.work_done_gpu_s;
+    let (a, b) = (per_work(&vd), per_work(&co));
+    assert!(b < a * 0.998, "coordinated {b:e} vs vendor-default {a:e} kWh per GPU-s");
+    let k = &co.report.kpis;
+    assert_eq!(k.throttle_gpu_s, 0.0);
+    assert_eq!(k.gpu_shutdowns, 0);
+    assert!(co.report.checks.all_ok(), "{:?}", co.report.checks);
+    assert!(k.cooling_energy_kwh < vd.report.kpis.cooling_energy_kwh, "cooling");
+    // Plans: learning first, then optimised ones, each with its reasons and binding constraint.
+    let plans = &co.plans;
+    assert!(
+        plans[0].status == "fallback" && plans[0].binding.contains("learning"),
+        "{:?}",
+        plans[0]
+    );
+    let opt: Vec<_> = plans.iter().filter(|p| p.status == "optimised").collect();
+    assert!(opt.len() >= 30, "{} optimised plans", opt.len());
+    for p in &opt {
+        let pred = p.predicted.expect("prediction");
+        assert!(pred.facility_kw.is_finite() && pred.hottest_gpu_c.is_finite(), "{p:?}");
+        assert!(!p.reasons.is_empty() && p.binding.contains("flow"), "{p:?}");
+    }
+    // CDU 0 offline from 27 h to 29 h: fallback plans name it, and optimisation resumes after.
+    let during: Vec<_> = plans
+        .iter()
+        .filter(|p| p.t_s >= 27.2 * 3600.0 && p.t_s < 29.0 * 3600.0)
+        .collect();
+    assert!(!during.is_empty());
+    for p in &during {
+        assert_eq!(p.status, "fallback", "{p:?}");
+        assert!(p.binding.contains("CDU 0"), "{p:?}");
+    }
+    assert!(plans.iter().any(|p| p.t_s > 29.5 * 3600.0 && p.status == "optimised"));
+    let acc = co.report.plan_accuracy.expect("plan accuracy");
+    assert!(acc.scored >= 20, "{acc:?}");
+    assert!(acc.facility_mape_pct < 8.0, "{acc:?}");
+    assert!(acc.hottest_gpu_mae_k < 3.0, "{acc:?}");
+}

@@ -283,6 +283,37 @@ impl HallModel {
         }
     }
 
+    /// Number of racks modelled.
+    pub fn racks(&self) -> usize {
+        self.rack_fit.len()
+    }
+
+    /// A rack's thermal fit `[f₀, f₁, f₂]`: hottest GPU − CDU supply = f₀ + f₁·P + f₂·P·(q/q_design)^−0.8
+    /// (a physical fit of its own, or the median of the others).
+    pub fn rack_fit(&self, rack: usize) -> [f64; 3] {
+        self.rack_fit[rack]
+    }
+
+    /// The CDU a rack hangs on.
+    pub fn rack_cdu(&self, rack: usize) -> usize {
+        self.rack_cdu[rack]
+    }
+
+    /// Pump power of one CDU at a flow fraction of design, kW (learned cube law).
+    pub fn cdu_pump_kw(&self, cdu: usize, flow_frac: f64) -> f64 {
+        let p = self.cdu_pump_kw[cdu];
+        (p[0] + p[1] * flow_frac.powi(3)).max(0.0)
+    }
+
+    /// Facility side at an IT load, outdoor conditions and facility supply setpoint: (heat
+    /// rejection + facility pumps + chillers kW, the rest of the overhead kW); `None` before the
+    /// facility models are fitted.
+    pub fn facility_kw(&self, it_kw: f64, dry_bulb_c: f64, wet_bulb_c: f64, fac_setpoint_c: f64) -> Option<(f64, f64)> {
+        let (c, o) = self.fac.as_ref()?;
+        let x = facility_features(it_kw, dry_bulb_c, wet_bulb_c, fac_setpoint_c);
+        Some((c.predict(&x).max(0.0), o.predict(&x)))
+    }
+
     /// Simulate `load_scale.len()` steps of `dt_s` (the load scale multiplies the present IT
     /// power; take it from the load forecast) under a candidate.
     pub fn simulate(&self, st: &HallState, load_scale: &[f64], dt_s: f64, cand: &Candidate) -> Outcome {

@@ -1,0 +1,1126 @@
+//! The `coordinated` policy: chooses CDU supply temperature, CDU flow and facility supply
+//! setpoint jointly, by predicting with the twin's reduced-order hall model what each candidate
+//! costs in facility power and what it does to the work done, and publishes a 15-minute energy
+//! plan that says why.
+//!
+//! How a candidate is judged (every `plan_period_s`, on the latest process image):
+//! - **Dies.** Each GPU's die temperature moves with its CDU's supply temperature one for one and
+//!   with flow through the rack's learned convective term `f₂·P·(q/q_design)^−0.8` (twin
+//!   calibration). Its power and speed then follow the GPU's characterisation from the site file
+//!   (static power `idle − L₆₀ + L₆₀·e^(κ(T−60))`, dynamic power `u·(TDP − idle)`, performance
+//!   under a power limit on the measured knee curve): a warmer die draws more power if it runs
+//!   below its limit and runs slower if it runs at it. That is the leakage trade-off PUE hides.
+//! - **Cooling.** CDU pumps from the learned cube law; heat rejection, facility pumps and
+//!   chillers, and the rest of the overhead, from the twin's facility models learned from the
+//!   meters (in the outdoor-to-water approach, so a facility setpoint is judged by the weather
+//!   it has been seen in; the setpoints tried stay within 1 K of those seen).
+//! - **Objective:** predicted facility power per unit of work (GPU-seconds of full-speed work),
+//!   under two limits: the hottest GPU at today's load at most `slowdown − margin_now_k`, and
+//!   every rack's hottest GPU at its thermal design power at most `slowdown − margin_tdp_k` (a
+//!   rack may go from idle to full power before the next plan). The facility water stays an
+//!   approach below the coldest CDU supply.
+//! - **Hysteresis:** the setpoints move only when the best candidate is predicted to save at
+//!   least `min_gain` (relative) over keeping the present ones, which keeps setpoint writes
+//!   (EEPROM wear) rare.
+//!
+//! Fallback: until the twin is calibrated (its learning window), or when the telemetry the
+//! prediction needs is stale, the policy runs [`TrimRespond`] and says so in its plan and its
+//! reasons. Sites with two-phase immersion tanks always fall back (the hall model has no tanks).
+//! The controller's safety envelope (equipment and rate limits, thermal guard, stale-data safe
+//! mode) applies to everything proposed here as to any policy.
+
+use crate::{CduSetpoint, Decision, Policy, PolicyInput, Setpoints, TrimRespond};
+use coolplane_core::signals::{Measurements, PlacementAdvice, Quality};
+use coolplane_core::site::{GpuModel, Site};
+use coolplane_core::topology::Topology;
+use coolplane_twin::regress::{LinearFit, Samples};
+use coolplane_twin::whatif::{facility_features, FacilityModel, HallModel, N_FAC};
+use coolplane_twin::{Nameplate, Twin, TwinConfig};
+use serde::{Deserialize, Serialize};
+
+/// A GPU's power and speed against die temperature, from its characterisation in the site file.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct GpuPowerModel {
+    /// Static power not depending on temperature, W.
+    pub static_fixed_w: f64,
+    /// Leakage at 60 °C, W.
+    pub leak60_w: f64,
+    /// Exponential leakage coefficient, 1/K.
+    pub kappa: f64,
+    /// Dynamic power at full utilisation and full clock, W.
+    pub dyn_w: f64,
+    /// Knee curve of performance under a cap, if characterised.
+    pub knee: Option<[f64; 3]>,
+    /// Exponent of performance under a cap otherwise.
+    pub alpha: f64,
+}
+
+impl GpuPowerModel {
+    /// From the site's GPU model.
+    pub fn from_gpu(g: &GpuModel) -> Self {
+        let leak60 = g.leakage_at_60c_w();
+        Self {
+            static_fixed_w: g.idle_w - leak60,
+            leak60_w: leak60,
+            kappa: g.leakage_kappa(),
+            dyn_w: g.tdp_w - g.idle_w,
+            knee: g.perf_knee,
+            alpha: g.perf_alpha,
+        }
+    }
+
+    /// Relative performance at a power ratio `x ≤ 1` (drawn / demanded).
+    pub fn perf(&self, x: f64) -> f64 {
+        match self.knee {
+            Some([s1, knee, s2]) => {
+                let p = if x >= knee {
+                    1.0 - s1 * (1.0 - x)
+                } else {
+                    1.0 - s1 * (1.0 - knee) - s2 * (knee - x)
+                };
+                p.max(0.0)
+            }
+            None => x.max(0.0).powf(self.alpha),
+        }
+    }
+
+    /// (power W, relative speed) of a GPU at die temperature `t_c`, utilisation `u` and power
+    /// limit `cap_w`.
+    pub fn eval(&self, t_c: f64, u: f64, cap_w: f64) -> (f64, f64) {
+        let demand = self.static_fixed_w + self.leak60_w * (self.kappa * (t_c - 60.0)).exp() + u * self.dyn_w;
+        if demand > cap_w && demand > 0.0 {
+            (cap_w, self.perf(cap_w / demand))
+        } else {
+            (demand, 1.0)
+        }
+    }
+}
+
+/// Tuning of the coordinated policy.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CoordinatedParams {
+    /// Time between plans (and between setpoint decisions), s.
+    pub plan_period_s: f64,
+    /// Horizon the plan's predictions cover, s.
+    pub horizon_s: f64,
+    /// Hottest GPU at today's load at most this far below slowdown, K.
+    pub margin_now_k: f64,
+    /// Hottest GPU of any rack at TDP at most this far below slowdown, K.
+    pub margin_tdp_k: f64,
+    /// Move only when the predicted facility energy per unit of work falls by at least this
+    /// fraction against keeping the present setpoints.
+    pub min_gain: f64,
+    /// Coldest CDU supply tried, K below design.
+    pub supply_below_design_k: f64,
+    /// Warmest CDU supply tried, K above design.
+    pub supply_above_design_k: f64,
+    /// Flow fractions of design tried (clipped to the CDU's range).
+    pub flow_fracs: [f64; 5],
+    /// Facility setpoints tried lie within this much of those seen so far, K.
+    pub facility_explore_k: f64,
+    /// Facility water at least this far below the coldest CDU supply, K, on top of the CDU's
+    /// heat-exchanger approach at its present load.
+    pub facility_gap_margin_k: f64,
+    /// Telemetry older than this is stale, s.
+    pub stale_s: f64,
+    /// A move is chosen only if it keeps this much more margin than the limits (both the
+    /// today's-load and the at-TDP one), K, so that a small rise in load does not break the
+    /// setpoints just chosen and force them back (setpoints in force are kept while they keep
+    /// the plain margins).
+    pub margin_hysteresis_k: f64,
+    /// Energy a setpoint write is charged in the comparison, kWh, spread over the horizon: one
+    /// write per CDU for each kelvin of supply change (the controller ramps 1 K/min) and for a
+    /// flow change, one per hall per kelvin of facility change. Firmware keeps setpoints in
+    /// EEPROM with a finite write endurance; this keeps the writes to moves that pay.
+    pub write_cost_kwh: f64,
+}
+
+impl Default for CoordinatedParams {
+    fn default() -> Self {
+        Self {
+            plan_period_s: 900.0,
+            horizon_s: 3600.0,
+            margin_now_k: 8.0,
+            margin_tdp_k: 3.0,
+            min_gain: 2e-4,
+            supply_below_design_k: 6.0,
+            supply_above_design_k: 3.0,
+            flow_fracs: [0.7, 0.8, 0.9, 1.0, 1.1],
+            facility_explore_k: 1.0,
+            facility_gap_margin_k: 1.0,
+            stale_s: 300.0,
+            margin_hysteresis_k: 1.5,
+            write_cost_kwh: 1.5,
+        }
+    }
+}
+
+/// Uniform setpoints for a hall (every CDU alike).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct PlanSetpoints {
+    /// CDU supply temperature, °C.
+    pub cdu_supply_c: f64,
+    /// CDU flow, fraction of design.
+    pub cdu_flow_frac: f64,
+    /// Facility supply temperature, °C.
+    pub facility_supply_c: f64,
+}
+
+/// What the hall model predicts for a set of setpoints over the plan's horizon (today's load and
+/// weather held).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+pub struct PlanPrediction {
+    /// Facility power, kW.
+    pub facility_kw: f64,
+    /// IT power, kW.
+    pub it_kw: f64,
+    /// Cooling power (CDU pumps, heat rejection, facility pumps, chillers), kW.
+    pub cooling_kw: f64,
+    /// Facility / IT.
+    pub pue: f64,
+    /// Hottest GPU at today's load, °C.
+    pub hottest_gpu_c: f64,
+    /// Hottest GPU of any rack at TDP, °C.
+    pub hottest_at_tdp_c: f64,
+    /// Work rate, full-speed GPU-seconds per second.
+    pub work_gpu_s_per_s: f64,
+    /// Facility energy per unit of work, kWh per GPU-hour.
+    pub kwh_per_gpu_h: f64,
+}
+
+/// The 15-minute energy plan: what the policy will hold, what it expects, and why.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EnergyPlan {
+    /// When made, s.
+    pub t_s: f64,
+    /// Policy.
+    pub policy: String,
+    /// `optimised` or `fallback` (trim-respond resets).
+    pub status: String,
+    /// Horizon of the predictions, s.
+    pub horizon_s: f64,
+    /// Setpoints held until the next plan (None in fallback: trim-respond moves them).
+    pub setpoints: Option<PlanSetpoints>,
+    /// Predicted under those setpoints.
+    pub predicted: Option<PlanPrediction>,
+    /// Predicted had the setpoints in force been kept.
+    pub keep: Option<PlanPrediction>,
+    /// Power caps planned (none: caps come only from the safety envelope and the budget).
+    pub power_caps: String,
+    /// Placement preference (racks with the most thermal headroom first), first ten.
+    pub placement_first: Vec<u32>,
+    /// The constraint that binds, in words.
+    pub binding: String,
+    /// Candidates evaluated.
+    pub candidates: u32,
+    /// Why, in an operator's words.
+    pub reasons: Vec<String>,
+}
+
+/// The facility side as the policy learns it from the meters, in three parts whose structure
+/// follows the equipment (all ridge fits on `linfa-elasticnet`, refitted with the twin):
+/// - heat rejection fans + chillers in the outdoor-to-water approach (dry coolers, adiabatic
+///   assist, trim chiller) and in the facility water temperature itself (the air handlers' warm
+///   coil: warmer water leaves more to their chilled-water coil);
+/// - the facility water's temperature rise across the CDUs, `T_return − T_supply`, against the
+///   CDU-to-facility approach `T_cdu_supply − T_fac_supply` and the CDUs' own rise (colder
+///   facility water or less CDU flow widen it, and the facility pumps then move less water);
+/// - facility pump power against facility flow (the pump on its system curve).
+#[derive(Debug, Clone)]
+struct CoolingModel {
+    rej: Samples,
+    dtf: Samples,
+    pump: Samples,
+    rej_fit: Option<LinearFit>,
+    dtf_fit: Option<LinearFit>,
+    pump_fit: Option<LinearFit>,
+    /// Facility flow seen, L/min (predictions are clamped to it).
+    flow_seen: (f64, f64),
+    /// CDU supply − facility supply seen, K (candidates stay within `facility_explore_k` of it).
+    approach_seen: (f64, f64),
+}
+
+/// Features of the heat-rejection + chiller model.
+fn rejection_features(it_kw: f64, db: f64, wb: f64, fac_c: f64) -> [f64; N_FAC + 3] {
+    let mut x = [0.0; N_FAC + 3];
+    x[..N_FAC].copy_from_slice(&facility_features(it_kw, db, wb, fac_c));
+    let h = |k: f64| it_kw * (fac_c - k).max(0.0) / 10.0;
+    x[N_FAC] = h(15.0);
+    x[N_FAC + 1] = h(20.0);
+    x[N_FAC + 2] = h(25.0);
+    x
+}
+
+/// Facility-side quantities read from a snapshot (all halls together): (IT kW, dry bulb, wet bulb,
+/// mean facility supply °C, mean facility return °C, mean CDU supply °C, mean CDU rise K, fans +
+/// chillers kW, facility pumps kW, facility flow L/min).
+fn cooling_inputs(m: &Measurements) -> Option<[f64; 10]> {
+    let ok = |r: &coolplane_core::signals::Reading| r.quality != Quality::Bad && r.value.is_finite();
+    let f0 = m.facilities.first()?;
+    if !(ok(&m.meter.it_power_kw) && ok(&f0.outdoor_dry_bulb_c) && ok(&f0.outdoor_wet_bulb_c)) {
+        return None;
+    }
+    let (mut fs, mut fr, mut rej, mut pump, mut flow) = (0.0, 0.0, 0.0, 0.0, 0.0);
+    for f in &m.facilities {
+        for r in [
+            &f.supply_temp_c,
+            &f.return_temp_c,
+            &f.fan_power_kw,
+            &f.chiller_power_kw,
+            &f.pump_power_kw,
+            &f.flow_lpm,
+        ] {
+            if !ok(r) {
+                return None;
+            }
+        }
+        fs += f.supply_temp_c.value;
+        fr += f.return_temp_c.value;
+        rej += f.fan_power_kw.value + f.chiller_power_kw.value;
+        pump += f.pump_power_kw.value;
+        flow += f.flow_lpm.value;
+    }
+    let nh = m.facilities.len() as f64;
+    let (mut cs, mut rise) = (0.0, 0.0);
+    for c in &m.cdus {
+        if !(ok(&c.supply_temp_c) && ok(&c.return_temp_c)) {
+            return None;
+        }
+        cs += c.supply_temp_c.value;
+        rise += c.return_temp_c.value - c.supply_temp_c.value;
+    }
+    let nc = m.cdus.len().max(1) as f64;
+    Some([
+        m.meter.it_power_kw.value,
+        f0.outdoor_dry_bulb_c.value,
+        f0.outdoor_wet_bulb_c.value,
+        fs / nh,
+        fr / nh,
+        cs / nc,
+        rise / nc,
+        rej,
+        pump,
+        flow,
+    ])
+}
+
+fn pump_features(flow_lpm: f64) -> [f64; 3] {
+    let f = flow_lpm / 1000.0;
+    [f, f * f, f * f * f]
+}
+
+impl CoolingModel {
+    fn new() -> Self {
+        Self {
+            rej: Samples::new(N_FAC + 3, 20_000),
+            dtf: Samples::new(2, 20_000),
+            pump: Samples::new(3, 20_000),
+            rej_fit: None,
+            dtf_fit: None,
+            pump_fit: None,
+            flow_seen: (f64::INFINITY, f64::NEG_INFINITY),
+            approach_seen: (f64::INFINITY, f64::NEG_INFINITY),
+        }
+    }
+
+    fn observe(&mut self, m: &Measurements) {
+        if let Some([it, db, wb, fs, fr, cs, rise, rej, pump, flow]) = cooling_inputs(m) {
+            self.rej.push(&rejection_features(it, db, wb, fs), rej);
+            self.dtf.push(&[cs - fs, rise], fr - fs);
+            if flow > 0.0 {
+                self.pump.push(&pump_features(flow), pump);
+                self.flow_seen = (self.flow_seen.0.min(flow), self.flow_seen.1.max(flow));
+            }
+            let a = cs - fs;
+            self.approach_seen = (self.approach_seen.0.min(a), self.approach_seen.1.max(a));
+        }
+    }
+
+    fn fit(&mut self) -> bool {
+        self.rej_fit = self.rej.fit(1e-4).ok();
+        self.dtf_fit = self.dtf.fit(1e-4).ok();
+        self.pump_fit = self.pump.fit(1e-4).ok();
+        self.rej_fit.is_some() && self.dtf_fit.is_some() && self.pump_fit.is_some()
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Bound {
+    cooling: CoolingModel,
+    twin: Twin,
+    fac: FacilityModel,
+    model: Option<HallModel>,
+    last_fit_s: f64,
+    gpu: GpuPowerModel,
+    tdp_w: f64,
+    approach_k: Vec<f64>,
+    design_load_kw: Vec<f64>,
+    immersion: bool,
+    fac_seen: Option<(f64, f64)>,
+}
+
+/// The coordinated, twin-driven policy.
+#[derive(Debug, Clone, Default)]
+pub struct Coordinated {
+    /// Tuning.
+    pub params: CoordinatedParams,
+    bound: Option<Box<Bound>>,
+    fallback: TrimRespond,
+    next_plan_s: f64,
+    held: Option<PlanSetpoints>,
+    optimising: bool,
+}
+
+/// One candidate's GPU-side sums.
+#[derive(Debug, Clone, Copy)]
+struct GpuSide {
+    d_gpu_kw: f64,
+    work: f64,
+    hottest: f64,
+    at_tdp: f64,
+}
+
+impl Coordinated {
+    /// With explicit tuning.
+    pub fn new(params: CoordinatedParams) -> Self {
+        Self {
+            params,
+            ..Default::default()
+        }
+    }
+
+    fn inputs_fresh(&self, m: &Measurements, now: f64) -> Result<(), String> {
+        let s = self.params.stale_s;
+        if now - m.gpus.t_s > s || m.gpus.temp_c.is_empty() {
+            return Err("GPU telemetry stale".into());
+        }
+        for (c, x) in m.cdus.iter().enumerate() {
+            if !(x.supply_temp_c.usable(now, s) && x.flow_lpm.usable(now, s) && x.pump_power_kw.usable(now, s)) {
+                return Err(format!("CDU {c} readings stale or bad"));
+            }
+        }
+        for (h, f) in m.facilities.iter().enumerate() {
+            if !(f.outdoor_dry_bulb_c.usable(now, s) && f.outdoor_wet_bulb_c.usable(now, s)) {
+                return Err(format!("hall {h} weather readings stale or bad"));
+            }
+        }
+        if !(m.meter.it_power_kw.usable(now, s) && m.meter.facility_power_kw.usable(now, s)) {
+            return Err("site meter stale or bad".into());
+        }
+        Ok(())
+    }
+
+    fn fallback_decision(&mut self, input: &PolicyInput<'_>, why: String) -> Decision {
+        let was = std::mem::replace(&mut self.optimising, false);
+        self.held = None;
+        if was {
+            // Bumpless: trim-respond starts from the setpoints in force, not from where it left
+            // them when the policy last fell back.
+            self.fallback = TrimRespond::starting_from(self.fallback.params, input.current);
+        }
+        let mut d = self.fallback.decide(input);
+        let due = input.now_s >= self.next_plan_s - 1e-6;
+        if due {
+            self.next_plan_s = input.now_s + self.params.plan_period_s;
+        }
+        let line = format!("coordinated: {why}: trim-respond resets");
+        if was || due {
+            d.reasons.insert(0, line.clone());
+        }
+        if due {
+            d.plan = Some(EnergyPlan {
+                t_s: input.now_s,
+                policy: "coordinated".into(),
+                status: "fallback".into(),
+                horizon_s: self.params.horizon_s,
+                setpoints: None,
+                predicted: None,
+                keep: None,
+                power_caps: "none planned".into(),
+                placement_first: Vec::new(),
+                binding: why,
+                candidates: 0,
+                reasons: d.reasons.clone(),
+            });
+        }
+        d
+    }
+
+    /// Per candidate (supply, flow), the GPU-side sums, from each GPU's reading.
+    #[allow(clippy::too_many_arguments)]
+    fn gpu_side(
+        b: &Bound,
+        model: &HallModel,
+        topo: &Topology,
+        m: &Measurements,
+        sup_now: &[f64],
+        q_now: &[f64],
+        supply: f64,
+        q: f64,
+    ) -> (GpuSide, f64, f64) {
+        let g = &m.gpus;
+        let (mut p0, mut p1, mut w0, mut w1) = (0.0, 0.0, 0.0, 0.0);
+        let mut hottest = f64::NEG_INFINITY;
+        let mut at_tdp = f64::NEG_INFINITY;
+        for (r, rack) in topo.racks.iter().enumerate() {
+            let c = model.rack_cdu(r);
+            let f = model.rack_fit(r);
+            let qn = q_now[c].max(0.05);
+            let dflow = f[2] * (q.max(0.05).powf(-0.8) - qn.powf(-0.8));
+            let dsup = supply - sup_now[c];
+            at_tdp = at_tdp.max(supply + f[0] + b.tdp_w * (f[1] + f[2] * q.max(0.05).powf(-0.8)));
+            for i in rack.gpus.clone() {
+                let (Some(&t), Some(&p), Some(&u), Some(&cap)) =
+                    (g.temp_c.get(i), g.power_w.get(i), g.util.get(i), g.power_limit_w.get(i))
+                else {
+                    continue;
+                };
+                let (t, p, u, cap) = (t as f64, p as f64, u as f64, cap as f64);
+                if !(t.is_finite() && p.is_finite() && u.is_finite() && cap.is_finite()) {
+                    continue;
+                }
+                let t1 = t + dsup + p * dflow;
+                let (a0, s0) = b.gpu.eval(t, u, cap);
+                let (a1, s1) = b.gpu.eval(t1, u, cap);
+                p0 += a0;
+                p1 += a1;
+                w0 += u * s0;
+                w1 += u * s1;
+                hottest = hottest.max(t1);
+            }
+        }
+        (
+            GpuSide {
+                d_gpu_kw: (p1 - p0) / 1000.0,
+                work: w1,
+                hottest,
+                at_tdp,
+            },
+            w0,
+            p0,
+        )
+    }
+
+    fn optimise(&mut self, input: &PolicyInput<'_>) -> Option<Decision> {
+        let p = self.params;
+        let first_plan = !self.optimising;
+        let b = self.bound.as_ref().expect("bound");
+        let model = b.model.as_ref().expect("model");
+        let m = input.image;
+        let topo = input.topology;
+        let l = input.limits;
+        let nc = topo.cdus.len();
+        let sup_now: Vec<f64> = m.cdus.iter().map(|c| c.supply_temp_c.value).collect();
+        let q_now: Vec<f64> = (0..nc)
+            .map(|c| m.cdus[c].flow_lpm.value / l.cdus[c].flow_design_lpm.max(1e-9))
+            .collect();
+        let it_now = m.meter.it_power_kw.value;
+        let db = m.facilities[0].outdoor_dry_bulb_c.value;
+        let wb = m.facilities[0].outdoor_wet_bulb_c.value;
+        let slow = l.gpu_slowdown_c;
+        // Approach the CDU heat exchangers need at today's load.
+        let gap = (0..nc)
+            .map(|c| {
+                let load = m.cdus[c].heat_kw.value.max(0.0) / b.design_load_kw[c].max(1.0);
+                b.approach_k[c] * load.min(1.5) + p.facility_gap_margin_k
+            })
+            .fold(2.0f64, f64::max);
+        // Candidate ranges: every CDU alike, within the equipment limits of all of them.
+        let s_lo = l.cdus.iter().map(|c| c.supply_min_c).fold(f64::NEG_INFINITY, f64::max);
+        let s_hi = l.cdus.iter().map(|c| c.supply_max_c).fold(f64::INFINITY, f64::min);
+        let design_s = l.cdus.iter().map(|c| c.supply_design_c).sum::<f64>() / nc as f64;
+        let q_lo = l
+            .cdus
+            .iter()
+            .map(|c| c.flow_min_lpm / c.flow_design_lpm)
+            .fold(f64::NEG_INFINITY, f64::max);
+        let q_hi = l
+            .cdus
+            .iter()
+            .map(|c| c.flow_max_lpm / c.flow_design_lpm)
+            .fold(f64::INFINITY, f64::min);
+        let f_lo = l
+            .facilities
+            .iter()
+            .map(|f| f.supply_min_c)
+            .fold(f64::NEG_INFINITY, f64::max);
+        let f_hi = l
+            .facilities
+            .iter()
+            .map(|f| f.supply_max_c)
+            .fold(f64::INFINITY, f64::min);
+        let (seen_lo, seen_hi) = b.fac_seen.unwrap_or((f_lo, f_hi));
+        let mut supplies = Vec::new();
+        let mut s = (design_s - p.supply_below_design_k).round();
+        while s <= design_s + p.supply_above_design_k + 1e-9 {
+            if s >= s_lo - 1e-9 && s <= s_hi + 1e-9 {
+                supplies.push(s);
+            }
+            s += 1.0;
+        }
+        let mut flows: Vec<f64> = p
+            .flow_fracs
+            .iter()
+            .copied()
+            .filter(|q| *q >= q_lo - 1e-9 && *q <= q_hi + 1e-9)
+            .collect();
+        if flows.is_empty() {
+            flows.push(1.0f64.clamp(q_lo, q_hi));
+        }
+        // Keeping the setpoints in force (mean over CDUs and halls).
+        let cur = input.current;
+        let keep_sp = PlanSetpoints {
+            cdu_supply_c: cur.cdus.iter().map(|c| c.supply_c).sum::<f64>() / nc as f64,
+            cdu_flow_frac: (0..nc)
+                .map(|c| cur.cdus[c].flow_lpm / l.cdus[c].flow_design_lpm)
+                .sum::<f64>()
+                / nc as f64,
+            facility_supply_c: cur.facilities.iter().sum::<f64>() / cur.facilities.len().max(1) as f64,
+        };
+        // The plant now, as measured: every prediction is today's meter reading plus the change
+        // the models predict, so a model's bias cancels and only its slopes matter.
+        let [_, _, _, fs_now, _, cs_now, rise_now, rej_now, pump_now, flow_now] = cooling_inputs(m)?;
+        let cdu_pumps_now: f64 = m.cdus.iter().map(|c| c.pump_power_kw.value).sum();
+        let other_now = m.meter.facility_power_kw.value - it_now - cdu_pumps_now - rej_now - pump_now;
+        let q_mean_now = q_now.iter().sum::<f64>() / nc as f64;
+        let cm = &b.cooling;
+        let (rej_fit, dtf_fit, pump_fit) = (cm.rej_fit.as_ref()?, cm.dtf_fit.as_ref()?, cm.pump_fit.as_ref()?);
+        // Anchored at the setpoints in force, so that keeping them predicts what is measured.
+        let (s_keep, f_keep) = (keep_sp.cdu_supply_c, keep_sp.facility_supply_c);
+        let rej_base = rej_fit.predict(&rejection_features(it_now, db, wb, f_keep));
+        let dtf_base = dtf_fit.predict(&[s_keep - f_keep, rise_now]).max(0.5);
+        // The facility plant is not reaching its setpoint (at capacity): ask for nothing colder.
+        let fac_short = fs_now > f_keep + 0.5;
+        // The trim chiller runs: colder water costs compressor work, which the learned model of
+        // staged equipment predicts least well; ask for nothing colder while it runs.
+        let chiller_running = m.facilities.iter().any(|f| f.chiller_on);
+        let _ = cs_now;
+        let pump_base = pump_fit.predict(&pump_features(flow_now));
+        let other_base = model.facility_kw(it_now, db, wb, f_keep)?.1;
+        let cooling_now = cdu_pumps_now + rej_now + pump_now;
+        let cdu_pumps_base: f64 = (0..nc).map(|c| model.cdu_pump_kw(c, q_now[c])).sum();
+        let (flow_lo, flow_hi) = cm.flow_seen;
+        let evaluate = |gs: &GpuSide, s: f64, q: f64, fac: f64| -> Option<PlanPrediction> {
+            let it = it_now + gs.d_gpu_kw;
+            let load = it / it_now.max(1.0);
+            let cdu_pumps = cdu_pumps_now + (0..nc).map(|c| model.cdu_pump_kw(c, q)).sum::<f64>() - cdu_pumps_base;
+            let rej = (rej_now + rej_fit.predict(&rejection_features(it, db, wb, fac)) - rej_base).max(0.0);
+            let rise = rise_now * load * q_mean_now / q.max(0.05);
+            let dtf = dtf_fit.predict(&[s - fac, rise]).max(0.5);
+            let flow = (flow_now * load * dtf_base / dtf).clamp(flow_lo, flow_hi);
+            let pump = (pump_now + pump_fit.predict(&pump_features(flow)) - pump_base).max(0.0);
+            // The rest of the overhead (electrical losses, air-handler fans, electrical-room
+            // cooling, misc) follows the IT load; its learned dependence on the facility water
+            // temperature is not physical (it comes from the weather), so it is held at today's.
+            let other = other_now + model.facility_kw(it, db, wb, f_keep)?.1 - other_base;
+            let _ = fac;
+            let cooling = cdu_pumps + rej + pump;
+            let facility = it + cooling + other;
+            let work = gs.work.max(1e-9);
+            Some(PlanPrediction {
+                facility_kw: facility,
+                it_kw: it,
+                cooling_kw: cooling,
+                pue: facility / it.max(1e-9),
+                hottest_gpu_c: gs.hottest,
+                hottest_at_tdp_c: gs.at_tdp,
+                work_gpu_s_per_s: work,
+                kwh_per_gpu_h: facility / work,
+            })
+        };
+        let (keep_gs, w_model_now, _) = Self::gpu_side(
+            b,
+            model,
+            topo,
+            m,
+            &sup_now,
+            &q_now,
+            keep_sp.cdu_supply_c,
+            keep_sp.cdu_flow_frac,
+        );
+        let keep = evaluate(
+            &keep_gs,
+            keep_sp.cdu_supply_c,
+            keep_sp.cdu_flow_frac,
+            keep_sp.facility_supply_c,
+        );
+        let feasible = |gs: &GpuSide| gs.hottest <= slow - p.margin_now_k && gs.at_tdp <= slow - p.margin_tdp_k;
+        let feasible_move = |gs: &GpuSide| {
+            gs.hottest <= slow - p.margin_now_k - p.margin_hysteresis_k
+                && gs.at_tdp <= slow - p.margin_tdp_k - p.margin_hysteresis_k
+        };
+        let nh = cur.facilities.len();
+        // Writes a move needs, and what they are charged, kW over the horizon.
+        let write_kw = |s: f64, q: f64, fac: f64| -> (u32, f64) {
+            let mut w = 0u32;
+            for (c, x) in cur.cdus.iter().enumerate() {
+                w += (s - x.supply_c).abs().ceil() as u32;
+                if (q * l.cdus[c].flow_design_lpm - x.flow_lpm).abs() > 1.0 {
+                    w += 1;
+                }
+            }
+            for x in &cur.facilities {
+                w += (fac - x).abs().ceil() as u32;
+            }
+            // Leaving the fallback is a one-off transition: its writes are not charged, so the
+            // first plan is not held near where trim-respond happened to leave the setpoints.
+            let cost = if first_plan { 0.0 } else { p.write_cost_kwh };
+            (w, w as f64 * cost / (p.horizon_s / 3600.0))
+        };
+        let _ = nh;
+        let mut best: Option<(PlanSetpoints, PlanPrediction, f64, u32)> = None;
+        let mut n = 0u32;
+        let mut sides = Vec::new();
+        let (mut hot_refused, mut tdp_refused, mut implausible) = (0u32, 0u32, 0u32);
+        for &s in &supplies {
+            for &q in &flows {
+                let (gs, _, _) = Self::gpu_side(b, model, topo, m, &sup_now, &q_now, s, q);
+                n += 1;
+                sides.push((s, q, gs));
+                if gs.hottest > slow - p.margin_now_k {
+                    hot_refused += 1;
+                }
+                if gs.at_tdp > slow - p.margin_tdp_k {
+                    tdp_refused += 1;
+                }
+                if !feasible_move(&gs) {
+                    continue;
+                }
+                let fac_max = f_hi.min(s - gap).min(seen_hi + p.facility_explore_k);
+                let fac_min = f_lo.max(seen_lo - p.facility_explore_k);
+                let mut fac = fac_max.floor();
+                while fac >= fac_min - 1e-9 {
+                    if (s - fac) < cm.approach_seen.0 - p.facility_explore_k
+                        || (s - fac) > cm.approach_seen.1 + p.facility_explore_k
+                    {
+                        fac -= 1.0;
+                        continue;
+                    }
+                    if (fac_short || chiller_running) && fac < f_keep - 1e-9 {
+                        fac -= 1.0;
+                        continue;
+                    }
+                    if let Some(pred) = evaluate(&gs, s, q, fac) {
+                        // A prediction that cooling falls below 30 % of today's is the model
+                        // extrapolating, not the plant: such a candidate is not taken.
+                        if pred.cooling_kw < 0.3 * cooling_now {
+                            implausible += 1;
+                            fac -= 1.0;
+                            continue;
+                        }
+                        let (writes, wkw) = write_kw(s, q, fac);
+                        let score = (pred.facility_kw + wkw) / pred.work_gpu_s_per_s;
+                        if best.as_ref().is_none_or(|b| score < b.2) {
+                            best = Some((
+                                PlanSetpoints {
+                                    cdu_supply_c: s,
+                                    cdu_flow_frac: q,
+                                    facility_supply_c: fac,
+                                },
+                                pred,
+                                score,
+                                writes,
+                            ));
+                        }
+                    }
+                    fac -= 1.0;
+                }
+            }
+        }
+        let mut reasons = Vec::new();
+        let keep_ok =
+            keep.is_some() && feasible(&keep_gs) && keep_sp.facility_supply_c <= keep_sp.cdu_supply_c - gap + 0.5;
+        let (chosen, pred, moved) = match (best, keep) {
+            (Some((sp, pred, score, writes)), Some(k))
+                if keep_ok && !first_plan && score >= k.kwh_per_gpu_h * (1.0 - p.min_gain) =>
+            {
+                reasons.push(format!(
+                    "holding CDU supply {:.1} °C, flow {:.0} % of design, facility water {:.1} °C: the best candidate ({:.0} °C, {:.0} %, {:.0} °C) would save {:.3} % of facility energy per unit of work, not enough for its {writes} setpoint writes (each charged {:.1} kWh) and the {:.2} % threshold",
+                    keep_sp.cdu_supply_c,
+                    keep_sp.cdu_flow_frac * 100.0,
+                    keep_sp.facility_supply_c,
+                    sp.cdu_supply_c,
+                    sp.cdu_flow_frac * 100.0,
+                    sp.facility_supply_c,
+                    (1.0 - pred.kwh_per_gpu_h / k.kwh_per_gpu_h) * 100.0,
+                    p.write_cost_kwh,
+                    p.min_gain * 100.0
+                ));
+                (keep_sp, k, false)
+            }
+            (Some((sp, pred, _, writes)), k) => {
+                if let Some(k) = k {
+                    reasons.push(format!(
+                        "CDU supply {:.1} → {:.0} °C, flow {:.0} → {:.0} % of design, facility water {:.1} → {:.0} °C: predicted facility {:.0} → {:.0} kW ({:+.0} kW of cooling, {:+.0} kW of IT from die temperature), work {:+.3} %, energy per unit of work {:+.3} % ({writes} setpoint writes)",
+                        keep_sp.cdu_supply_c,
+                        sp.cdu_supply_c,
+                        keep_sp.cdu_flow_frac * 100.0,
+                        sp.cdu_flow_frac * 100.0,
+                        keep_sp.facility_supply_c,
+                        sp.facility_supply_c,
+                        k.facility_kw,
+                        pred.facility_kw,
+                        pred.cooling_kw - k.cooling_kw,
+                        pred.it_kw - k.it_kw,
+                        (pred.work_gpu_s_per_s / k.work_gpu_s_per_s - 1.0) * 100.0,
+                        (pred.kwh_per_gpu_h / k.kwh_per_gpu_h - 1.0) * 100.0
+                    ));
+                    if !keep_ok {
+                        reasons.push("the setpoints in force break a limit the plan keeps (hottest-GPU margin or facility approach): moving".into());
+                    }
+                } else {
+                    reasons.push(format!(
+                        "CDU supply {:.0} °C, flow {:.0} % of design, facility water {:.0} °C: predicted facility {:.0} kW",
+                        sp.cdu_supply_c,
+                        sp.cdu_flow_frac * 100.0,
+                        sp.facility_supply_c,
+                        pred.facility_kw
+                    ));
+                }
+                (sp, pred, true)
+            }
+            (None, _) => {
+                // Nothing passes the limits: design setpoints, the commissioned safe point.
+                let d = l.design_setpoints();
+                let sp = PlanSetpoints {
+                    cdu_supply_c: design_s,
+                    cdu_flow_frac: 1.0,
+                    facility_supply_c: d.facilities.iter().sum::<f64>() / d.facilities.len().max(1) as f64,
+                };
+                reasons.push(format!(
+                    "no candidate keeps the hottest GPU {:.0} K below slowdown at today's load and {:.0} K at TDP: design setpoints",
+                    p.margin_now_k, p.margin_tdp_k
+                ));
+                let pred = keep.unwrap_or_default();
+                (sp, pred, true)
+            }
+        };
+        // Which constraint binds, from the neighbours of the choice.
+        let binding = {
+            let colder_flow = sides.iter().find(|(s, q, _)| {
+                (*s - chosen.cdu_supply_c).abs() < 1e-9
+                    && *q < chosen.cdu_flow_frac - 1e-9
+                    && (chosen.cdu_flow_frac - *q) < 0.11
+            });
+            let warmer = sides.iter().find(|(s, q, _)| {
+                (*s - chosen.cdu_supply_c - 1.0).abs() < 1e-9 && (*q - chosen.cdu_flow_frac).abs() < 1e-9
+            });
+            let mut parts = Vec::new();
+            for (what, nb) in [("less flow", colder_flow), ("1 K warmer CDU water", warmer)] {
+                match nb {
+                    Some((_, _, gs)) if gs.at_tdp > slow - p.margin_tdp_k => parts.push(format!(
+                        "{what} would let a rack at TDP reach {:.1} °C (limit {:.1} °C)",
+                        gs.at_tdp,
+                        slow - p.margin_tdp_k
+                    )),
+                    Some((_, _, gs)) if gs.hottest > slow - p.margin_now_k => parts.push(format!(
+                        "{what} would take the hottest GPU to {:.1} °C (limit {:.1} °C)",
+                        gs.hottest,
+                        slow - p.margin_now_k
+                    )),
+                    Some(_) => parts.push(format!(
+                        "{what} is allowed but predicted to cost more (die leakage and lost speed outweigh the cooling saved)"
+                    )),
+                    None => parts.push(format!("{what}: at the end of the range tried")),
+                }
+            }
+            parts.join("; ")
+        };
+        reasons.push(format!("binding: {binding}"));
+        if hot_refused + tdp_refused > 0 {
+            reasons.push(format!(
+                "{n} CDU candidates, {hot_refused} refused for the hottest GPU at today's load, {tdp_refused} for a rack at TDP"
+            ));
+        }
+        let _ = w_model_now;
+        if implausible > 0 {
+            reasons.push(format!(
+                "{implausible} candidates not taken: the cooling model predicted less than 30 % of today's cooling power for them (outside what it has learned)"
+            ));
+        }
+        if chiller_running && !fac_short {
+            reasons.push("the trim chiller runs: no colder facility water is asked for".into());
+        }
+        if fac_short {
+            reasons.push(format!(
+                "facility water at {fs_now:.1} °C is not reaching its {f_keep:.1} °C setpoint: nothing colder is asked for"
+            ));
+        }
+        self.held = Some(chosen);
+        // Placement: racks with the most headroom at TDP first.
+        let mut order: Vec<(f64, u32)> = (0..model.racks())
+            .map(|r| {
+                let f = model.rack_fit(r);
+                let q = chosen.cdu_flow_frac.max(0.05);
+                (
+                    chosen.cdu_supply_c + f[0] + b.tdp_w * (f[1] + f[2] * q.powf(-0.8)),
+                    r as u32,
+                )
+            })
+            .collect();
+        order.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let plan = EnergyPlan {
+            t_s: input.now_s,
+            policy: "coordinated".into(),
+            status: "optimised".into(),
+            horizon_s: p.horizon_s,
+            setpoints: Some(chosen),
+            predicted: Some(pred),
+            keep,
+            power_caps: "none planned: no budget or thermal limit needs one".into(),
+            placement_first: order.iter().take(10).map(|x| x.1).collect(),
+            binding,
+            candidates: n,
+            reasons: reasons.clone(),
+        };
+        let _ = moved;
+        Some(Decision {
+            setpoints: self.setpoints_for(input, chosen),
+            power_limits: Vec::new(),
+            placement: Some(PlacementAdvice {
+                rack_order: order.iter().map(|x| x.1).collect(),
+            }),
+            reasons,
+            plan: Some(plan),
+        })
+    }
+
+    fn setpoints_for(&self, input: &PolicyInput<'_>, sp: PlanSetpoints) -> Setpoints {
+        Setpoints {
+            cdus: input
+                .limits
+                .cdus
+                .iter()
+                .map(|c| CduSetpoint {
+                    supply_c: sp.cdu_supply_c.clamp(c.supply_min_c, c.supply_max_c),
+                    flow_lpm: (sp.cdu_flow_frac * c.flow_design_lpm).clamp(c.flow_min_lpm, c.flow_max_lpm),
+                })
+                .collect(),
+            facilities: input
+                .limits
+                .facilities
+                .iter()
+                .map(|f| sp.facility_supply_c.clamp(f.supply_min_c, f.supply_max_c))
+                .collect(),
+        }
+    }
+}
+
+impl Policy for Coordinated {
+    fn name(&self) -> &'static str {
+        "coordinated"
+    }
+
+    fn bind(&mut self, site: &Site, topo: &Topology) {
+        let np = Nameplate::from_site(site);
+        let mut approach_k = Vec::new();
+        let mut design_load_kw = Vec::new();
+        for c in &topo.cdus {
+            let spec = &topo.hall_spec(site, c.hall).cdu;
+            approach_k.push(spec.hx_design_approach_k);
+            design_load_kw.push(spec.design_load_kw);
+        }
+        let immersion = topo
+            .halls
+            .iter()
+            .enumerate()
+            .any(|(h, _)| topo.hall_spec(site, h).immersion.is_some());
+        self.bound = Some(Box::new(Bound {
+            cooling: CoolingModel::new(),
+            twin: Twin::new(np, TwinConfig::default()),
+            fac: FacilityModel::default(),
+            model: None,
+            last_fit_s: f64::NEG_INFINITY,
+            gpu: GpuPowerModel::from_gpu(&site.gpu),
+            tdp_w: site.gpu.tdp_w,
+            approach_k,
+            design_load_kw,
+            immersion,
+            fac_seen: None,
+        }));
+    }
+
+    fn decide(&mut self, input: &PolicyInput<'_>) -> Decision {
+        let now = input.now_s;
+        let Some(b) = self.bound.as_mut() else {
+            return self.fallback_decision(input, "not bound to a site (no nameplate)".into());
+        };
+        if b.immersion {
+            return self.fallback_decision(input, "two-phase immersion tanks are not in the hall model".into());
+        }
+        let m = input.image;
+        b.twin.update(m);
+        b.fac.observe(m);
+        b.cooling.observe(m);
+        for f in &m.facilities {
+            // The facility temperatures the plant has reached (not merely been asked for).
+            if f.supply_temp_c.quality != Quality::Bad && f.supply_temp_c.value.is_finite() {
+                let v = f.supply_temp_c.value;
+                b.fac_seen = Some(b.fac_seen.map_or((v, v), |(lo, hi)| (lo.min(v), hi.max(v))));
+            }
+        }
+        if b.twin.calibrated() && now - b.last_fit_s >= 6.0 * 3600.0 {
+            b.last_fit_s = now;
+            if b.fac.fit().is_ok() && b.cooling.fit() {
+                b.model = Some(HallModel::from_twin(&b.twin, &b.fac));
+            }
+        }
+        if b.model.is_none() {
+            let why = if b.twin.calibrated() {
+                "the facility model could not be fitted from the meters yet".to_string()
+            } else {
+                "the twin is still learning the plant (no calibration yet)".to_string()
+            };
+            return self.fallback_decision(input, why);
+        }
+        if let Err(why) = self.inputs_fresh(m, now) {
+            return self.fallback_decision(input, format!("{why}: the prediction cannot be trusted"));
+        }
+        let due = now >= self.next_plan_s - 1e-6 || !self.optimising || self.held.is_none();
+        if due {
+            return match self.optimise(input) {
+                Some(d) => {
+                    self.optimising = true;
+                    self.next_plan_s = now + self.params.plan_period_s;
+                    d
+                }
+                None => self.fallback_decision(
+                    input,
+                    "a facility reading the cooling model needs is missing or bad".into(),
+                ),
+            };
+        }
+        let sp = self.held.expect("held while optimising");
+        Decision {
+            setpoints: self.setpoints_for(input, sp),
+            power_limits: Vec::new(),
+            placement: None,
+            reasons: Vec::new(),
+            plan: None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::PlantLimits;
+    use coolplane_core::signals::{CduMeasurement, RackMeasurement, Reading};
+    use coolplane_core::site::builtin_site;
+
+    /// The leakage trade-off the policy rests on: a warmer die below its power limit draws more
+    /// power at the same speed; at its limit it draws the limit and runs slower; on the knee
+    /// curve fitted for hall-10k's GPU the numbers are the plant's (150 W idle, 100 W of it leakage
+    /// at 60 °C, κ = 0.015/K, knee [0.17, 0.78, 1.92]).
+    #[test]
+    fn a_warmer_die_costs_power_below_the_limit_and_speed_at_it() {
+        let site = builtin_site("hall-10k").unwrap();
+        let g = GpuPowerModel::from_gpu(&site.gpu);
+        // Below the limit: half utilisation.
+        let (p60, s60) = g.eval(60.0, 0.5, 1000.0);
+        let (p70, s70) = g.eval(70.0, 0.5, 1000.0);
+        assert!((p60 - (150.0 + 0.5 * 850.0)).abs() < 1e-9, "{p60}");
+        assert!((p70 - p60 - 100.0 * ((0.15f64).exp() - 1.0)).abs() < 1e-9, "{p70}");
+        assert_eq!((s60, s70), (1.0, 1.0));
+        // At the limit: full utilisation demands more than 1,000 W.
+        let (q60, v60) = g.eval(60.0, 1.0, 1000.0);
+        let (q80, v80) = g.eval(80.0, 1.0, 1000.0);
+        assert_eq!((q60, q80), (1000.0, 1000.0));
+        assert_eq!(v60, 1.0, "150 + 850 = 1,000 W: not capped at 60 °C");
+        let demand = 50.0 + 100.0 * (0.3f64).exp() + 850.0;
+        assert!((v80 - (1.0 - 0.17 * (1.0 - 1000.0 / demand))).abs() < 1e-12, "{v80}");
+        assert!(v80 < 1.0);
+        // Deep caps take the steeper slope.
+        let (_, deep) = g.eval(60.0, 1.0, 500.0);
+        assert!((deep - (1.0 - 0.17 * 0.22 - 1.92 * 0.28)).abs() < 1e-12, "{deep}");
+    }
+
+    fn image(topo: &Topology, t: f64) -> Measurements {
+        let mut m = Measurements {
+            t_s: t,
+            racks: vec![
+                RackMeasurement {
+                    gpu_temp_max_c: Reading::good(70.0, t),
+                    ..Default::default()
+                };
+                topo.racks.len()
+            ],
+            cdus: vec![
+                CduMeasurement {
+                    valve_pct: Reading::good(50.0, t),
+                    supply_temp_c: Reading::good(40.0, t),
+                    ..Default::default()
+                };
+                topo.cdus.len()
+            ],
+            ..Default::default()
+        };
+        m.gpus.t_s = t;
+        m
+    }
+
+    fn decide(p: &mut Coordinated, site: &str, t: f64) -> Decision {
+        let site = builtin_site(site).unwrap();
+        let topo = Topology::new(&site);
+        let limits = PlantLimits::from_site(&site, &topo);
+        let cur = limits.design_setpoints();
+        let img = image(&topo, t);
+        p.decide(&PolicyInput {
+            now_s: t,
+            image: &img,
+            limits: &limits,
+            topology: &topo,
+            current: &cur,
+        })
+    }
+
+    /// Until it can predict, the policy runs trim-respond and says why, in its reasons and in a
+    /// plan every 15 minutes: unbound (no nameplate), learning, and on a two-phase immersion site.
+    #[test]
+    fn falls_back_to_trim_respond_and_says_why() {
+        let mut unbound = Coordinated::default();
+        let d = decide(&mut unbound, "hall-10k", 0.0);
+        assert!(d.reasons[0].contains("not bound"), "{:?}", d.reasons);
+        let plan = d.plan.expect("a plan at the first tick");
+        assert_eq!(plan.status, "fallback");
+        // The same setpoints as trim-respond on the same input.
+        let mut tr = TrimRespond::default();
+        let site = builtin_site("hall-10k").unwrap();
+        let topo = Topology::new(&site);
+        let limits = PlantLimits::from_site(&site, &topo);
+        let cur = limits.design_setpoints();
+        let img = image(&topo, 0.0);
+        let d_tr = tr.decide(&PolicyInput {
+            now_s: 0.0,
+            image: &img,
+            limits: &limits,
+            topology: &topo,
+            current: &cur,
+        });
+        assert_eq!(d.setpoints, d_tr.setpoints);
+
+        let mut learning = Coordinated::default();
+        learning.bind(&site, &topo);
+        let d = decide(&mut learning, "hall-10k", 0.0);
+        assert!(d.reasons[0].contains("still learning"), "{:?}", d.reasons);
+        // No plan again before 15 minutes, then one.
+        assert!(decide(&mut learning, "hall-10k", 60.0).plan.is_none());
+        let p = decide(&mut learning, "hall-10k", 900.0).plan.expect("plan at 15 min");
+        assert_eq!(p.status, "fallback");
+        assert!(p.binding.contains("learning"));
+
+        let site2 = builtin_site("supernode-2pic").unwrap();
+        let topo2 = Topology::new(&site2);
+        let mut tanks = Coordinated::default();
+        tanks.bind(&site2, &topo2);
+        let d = decide(&mut tanks, "supernode-2pic", 0.0);
+        assert!(d.reasons[0].contains("immersion"), "{:?}", d.reasons);
+    }
+
+    #[test]
+    fn coordinated_is_known_by_name() {
+        assert_eq!(crate::by_name("coordinated").unwrap().name(), "coordinated");
+        assert!(crate::POLICY_NAMES.contains(&"coordinated"));
+    }
+}
