@@ -36,6 +36,101 @@ pub struct BenchArgs {
     /// Instead of the plant figures: time loading a generated register map of this many points.
     #[arg(long)]
     map_points: Option<usize>,
+    /// Instead of the plant figures: time the controller's tick with this policy on `--site`
+    /// (plant, scheduler and controller in the loop; the policy's own learning day first).
+    #[arg(long)]
+    controller: Option<String>,
+    /// Site for `--controller`.
+    #[arg(long, default_value = "campus-100k")]
+    site: String,
+    /// Hours of controller ticks to time after the learning day (`--controller`).
+    #[arg(long, default_value_t = 6.0)]
+    hours: f64,
+}
+
+/// Percentile of a sorted slice.
+fn pct(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+}
+
+/// Controller tick times with a policy: a day of learning (not timed), then `hours` of ticks
+/// timed one by one; plan ticks (the optimiser's) reported apart.
+fn controller_bench(policy: &str, site_name: &str, hours: f64, dt: f64) -> Result<()> {
+    let site = builtin_site(site_name)?;
+    let mut plant = Plant::new(&site, 1)?;
+    let gpus = plant.topology().gpu_count as u32;
+    let learn = 86_400.0;
+    let horizon = learn + hours * 3600.0 + dt;
+    let workload = WorkloadModel::synthetic(&SyntheticWorkload::default(), gpus, horizon, 1);
+    let weather = WeatherSeries::synthetic(&SyntheticClimate::default(), 1);
+    let mut cluster = Cluster::new(&plant);
+    let mut ctl = coolplane_controller::Controller::new(
+        &site,
+        coolplane_policies::by_name(policy)?,
+        coolplane_controller::ControllerConfig::default(),
+    );
+    let steps = (horizon / dt).floor() as u64;
+    let (mut all, mut plan_ticks, mut other) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut plant_s, mut ctl_s) = (0.0, 0.0);
+    let mut advice = None;
+    for k in 0..steps {
+        let t = k as f64 * dt;
+        cluster.advance(t, &workload, &mut plant, advice.as_ref());
+        let t0 = Instant::now();
+        let actions = ctl.tick(t, plant.measurements());
+        let el = t0.elapsed().as_secs_f64();
+        let planned = !ctl.take_plans().is_empty();
+        if actions.placement.is_some() {
+            advice = actions.placement.clone();
+        }
+        let t1 = Instant::now();
+        plant.step(dt, &weather.sample(t), &actions);
+        if t >= learn {
+            plant_s += t1.elapsed().as_secs_f64();
+            ctl_s += el;
+            all.push(el);
+            if planned {
+                plan_ticks.push(el);
+            } else {
+                other.push(el);
+            }
+        }
+    }
+    for v in [&mut all, &mut plan_ticks, &mut other] {
+        v.sort_by(f64::total_cmp);
+    }
+    let ms = |v: &[f64], p: f64| pct(v, p) * 1e3;
+    println!(
+        "controller tick, policy {policy}, {site_name} ({gpus} GPUs), {} ticks of {dt} s after a learning day:",
+        all.len()
+    );
+    println!(
+        "  all ticks: p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms",
+        ms(&all, 0.5),
+        ms(&all, 0.99),
+        ms(&all, 1.0)
+    );
+    println!(
+        "  plan ticks ({}, the optimiser every 15 min): p50 {:.2} ms, p99 {:.2} ms",
+        plan_ticks.len(),
+        ms(&plan_ticks, 0.5),
+        ms(&plan_ticks, 0.99)
+    );
+    println!(
+        "  other ticks ({}): p50 {:.2} ms, p99 {:.2} ms",
+        other.len(),
+        ms(&other, 0.5),
+        ms(&other, 0.99)
+    );
+    println!(
+        "  compute-time ratio (controller time / simulated time): {:.2e}; controller / plant step time: {:.2}",
+        ctl_s / (all.len() as f64 * dt),
+        ctl_s / plant_s.max(1e-12)
+    );
+    Ok(())
 }
 
 fn rss_kib() -> Option<u64> {
@@ -114,6 +209,9 @@ fn bare_loop_ns(gpus: usize, steps: u64) -> f64 {
 pub fn run(a: &BenchArgs) -> Result<()> {
     if a.wire {
         return crate::wire_bench::run(a.samples);
+    }
+    if let Some(p) = &a.controller {
+        return controller_bench(p, &a.site, a.hours, a.step);
     }
     if let Some(n) = a.map_points {
         let text = coolplane_adapters::regmap::generated_map_toml(n);
