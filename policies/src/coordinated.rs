@@ -357,6 +357,9 @@ struct Bound {
     approach_k: Vec<f64>,
     design_load_kw: Vec<f64>,
     immersion: bool,
+    /// A heat-reuse heat pump draws on the facility return water (its power is not metered
+    /// apart, so the cooling model cannot see what colder water costs it).
+    heat_reuse: bool,
     fac_seen: Option<(f64, f64)>,
 }
 
@@ -545,6 +548,11 @@ impl Coordinated {
             .iter()
             .map(|f| f.supply_min_c)
             .fold(f64::NEG_INFINITY, f64::max);
+        let f_design = l
+            .facilities
+            .iter()
+            .map(|f| f.supply_design_c)
+            .fold(f64::NEG_INFINITY, f64::max);
         let f_hi = l
             .facilities
             .iter()
@@ -688,7 +696,12 @@ impl Coordinated {
                     continue;
                 }
                 let fac_max = f_hi.min(s - gap).min(seen_hi + p.facility_explore_k);
-                let fac_min = f_lo.max(seen_lo - p.facility_explore_k);
+                let mut fac_min = f_lo.max(seen_lo - p.facility_explore_k);
+                if b.heat_reuse {
+                    // Colder facility water raises the heat pump's lift, which the model cannot
+                    // see: never below the design setpoint on a heat-reuse site.
+                    fac_min = fac_min.max(f_design);
+                }
                 let mut fac = fac_max.floor();
                 while fac >= fac_min - 1e-9 {
                     if (s - fac) < cm.approach_seen.0 - p.facility_explore_k
@@ -926,6 +939,11 @@ impl Policy for Coordinated {
             .iter()
             .enumerate()
             .any(|(h, _)| topo.hall_spec(site, h).immersion.is_some());
+        let heat_reuse = topo
+            .halls
+            .iter()
+            .enumerate()
+            .any(|(h, _)| topo.hall_spec(site, h).facility.heat_reuse.is_some());
         self.bound = Some(Box::new(Bound {
             cooling: CoolingModel::new(),
             twin: Twin::new(np, TwinConfig::default()),
@@ -937,6 +955,7 @@ impl Policy for Coordinated {
             approach_k,
             design_load_kw,
             immersion,
+            heat_reuse,
             fac_seen: None,
         }));
     }

@@ -318,11 +318,11 @@ pub fn markdown_matrix(runs: &[RunReport], per_group: usize) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "| weather | period (start day) | policy | PUE | PUE p95 15 min | IT MWh | cooling MWh | cooling ratio | cooling % of IT | facility MWh | facility kWh per GPU-h of work | chiller MWh | water m³ | throttle GPU-s | near-throttle GPU-s | hottest GPU °C | shutdowns | work lost % | supply dev K | writes | fan starts | mechanical pPUE | room air max °C | chiller starts |"
+        "| weather | period (start day) | policy | PUE | PUE p95 15 min | IT MWh | cooling MWh | cooling ratio | cooling % of IT | facility MWh | facility kWh per GPU-h of work | chiller MWh | water m³ | throttle GPU-s | near-throttle GPU-s | hottest GPU °C | shutdowns | work lost % | supply dev K | writes | fan starts | mechanical pPUE | room air max °C | chiller starts | plan facility MAPE % | plan hottest-GPU MAE K |"
     );
     let _ = writeln!(
         s,
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
     );
     for group in runs.chunks(per_group.max(1)) {
         let base = group[0].kpis.cooling_energy_kwh;
@@ -330,7 +330,7 @@ pub fn markdown_matrix(runs: &[RunReport], per_group: usize) -> String {
             let k = &r.kpis;
             let _ = writeln!(
                 s,
-                "| {} | {} ({:.0}) | {} | {:.4} | {:.4} | {:.1} | {:.1} | {:.3} | {:.2} | {:.1} | {:.5} | {:.1} | {:.1} | {:.0} | {:.0} | {:.1} | {} | {:.3} | {:.2} | {} | {} | {:.4} | {:.1} | {} |",
+                "| {} | {} ({:.0}) | {} | {:.4} | {:.4} | {:.1} | {:.1} | {:.3} | {:.2} | {:.1} | {:.5} | {:.1} | {:.1} | {:.0} | {:.0} | {:.1} | {} | {:.3} | {:.2} | {} | {} | {:.4} | {:.1} | {} | {} | {} |",
                 r.weather,
                 r.period,
                 r.period_start_day,
@@ -357,7 +357,13 @@ pub fn markdown_matrix(runs: &[RunReport], per_group: usize) -> String {
                 // liquid-cooled sites that leave electrical losses out (docs/plant-physics.md §9).
                 (k.it_energy_kwh + k.cooling_energy_kwh + k.misc_energy_kwh) / k.it_energy_kwh,
                 k.room_air_max_c,
-                k.chiller_starts
+                k.chiller_starts,
+                r.plan_accuracy
+                    .filter(|a| a.scored > 0)
+                    .map_or("–".to_string(), |a| format!("{:.2}", a.facility_mape_pct)),
+                r.plan_accuracy
+                    .filter(|a| a.scored > 0)
+                    .map_or("–".to_string(), |a| format!("{:.2}", a.hottest_gpu_mae_k))
             );
         }
     }
