@@ -476,9 +476,20 @@ async fn peer(b: &Broker, user: &str) -> Peer {
     // A client id of its own (a second session with the same id would close the first).
     static N: AtomicU64 = AtomicU64::new(0);
     let id = format!("test-{user}-{}", N.fetch_add(1, Ordering::SeqCst));
-    connect(b.port, &id, &b.auth(user))
-        .await
-        .unwrap_or_else(|e| panic!("{user} over TLS with its password: {e:?}"))
+    // A transport error (a TLS handshake reset while the machine is loaded) is retried, as a
+    // client would; a refusal is not (it is what other tests look for) and fails here.
+    let mut last = None;
+    for _ in 0..3 {
+        match connect(b.port, &id, &b.auth(user)).await {
+            Ok(p) => return p,
+            Err(Some(e @ (ConnectionError::Io(_) | ConnectionError::Tls(_)))) => {
+                last = Some(e);
+                tokio::time::sleep(Duration::from_millis(300)).await;
+            }
+            Err(e) => panic!("{user} over TLS with its password: {e:?}"),
+        }
+    }
+    panic!("{user} over TLS with its password: {last:?} (3 tries)")
 }
 
 fn link(d: &Daemon) -> &MqttLink {
