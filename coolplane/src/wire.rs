@@ -87,7 +87,7 @@ impl SimArgs {
 pub struct DemoArgs {
     #[command(flatten)]
     sim: SimArgs,
-    /// Control policy.
+    /// Control policy: vendor-default, trim-respond or coordinated (oracle is refused: it needs the plant's truth).
     #[arg(long, default_value = "trim-respond")]
     policy: String,
     /// Stop after this much plant time (`30m`, `6h`, `1d`, or seconds); Ctrl-C stops earlier.
@@ -570,6 +570,12 @@ pub fn demo(a: &DemoArgs) -> Result<()> {
     check_flag("--tick", a.tick, 0.1, 600.0)?;
     let duration_s = parse_duration_s(&a.duration)?;
     coolplane_policies::by_name(&a.policy)?;
+    if coolplane_policies::SIMULATION_ONLY.contains(&a.policy.as_str()) {
+        bail!(
+            "--policy {}: a reference that searches copies of the simulated plant's truth; the demo runs the daemon, which never runs it (use `coolplane scenario`)",
+            a.policy
+        );
+    }
     let scenario = scenario_for(&a.sim, duration_s / 86_400.0 + 0.01)?;
     let broker = if a.broker == "embedded" {
         start_embedded_broker(a.mqtt_port)?;

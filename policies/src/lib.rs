@@ -195,7 +195,10 @@ pub trait Policy: Send {
 }
 
 /// Names of the policies [`by_name`] knows.
-pub const POLICY_NAMES: [&str; 3] = ["vendor-default", "trim-respond", "coordinated"];
+pub const POLICY_NAMES: [&str; 4] = ["vendor-default", "trim-respond", "coordinated", "oracle"];
+
+/// Policies that need the simulated plant's truth and can never run against real equipment.
+pub const SIMULATION_ONLY: [&str; 1] = ["oracle"];
 
 /// No policy of that name.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -215,7 +218,58 @@ pub fn by_name(name: &str) -> Result<Box<dyn Policy>, UnknownPolicy> {
         "vendor-default" => Ok(Box::new(VendorDefault)),
         "trim-respond" => Ok(Box::new(TrimRespond::default())),
         "coordinated" => Ok(Box::new(Coordinated::default())),
+        "oracle" => Ok(Box::new(Oracle::default())),
         other => Err(UnknownPolicy(other.to_string())),
+    }
+}
+
+/// The perfect-knowledge reference, **never deployable**: the scenario harness searches, every
+/// hour, for the best constant setpoints on copies of the true plant and hands them to this
+/// policy with [`Oracle::set`]; on its own (no harness) it holds design setpoints. The daemon
+/// refuses it (`SIMULATION_ONLY`).
+#[derive(Debug, Clone, Default)]
+pub struct Oracle {
+    chosen: std::sync::Arc<std::sync::Mutex<Option<OracleChoice>>>,
+}
+
+/// Setpoints the harness chose, and why.
+type OracleChoice = (Setpoints, Vec<String>);
+
+impl Oracle {
+    /// A handle the harness keeps to set the setpoints (shared with the policy it hands over).
+    pub fn handle(&self) -> Self {
+        self.clone()
+    }
+    /// Setpoints (and why) for the next hour.
+    pub fn set(&self, sp: Setpoints, reasons: Vec<String>) {
+        if let Ok(mut g) = self.chosen.lock() {
+            *g = Some((sp, reasons));
+        }
+    }
+}
+
+impl Policy for Oracle {
+    fn name(&self) -> &'static str {
+        "oracle"
+    }
+    fn decide(&mut self, input: &PolicyInput<'_>) -> Decision {
+        let (setpoints, reasons) = match self.chosen.lock().ok().and_then(|mut g| g.take()) {
+            Some((sp, r)) => {
+                // Held until the next search.
+                if let Ok(mut g) = self.chosen.lock() {
+                    *g = Some((sp.clone(), Vec::new()));
+                }
+                (sp, r)
+            }
+            None => (input.limits.design_setpoints(), Vec::new()),
+        };
+        Decision {
+            setpoints,
+            power_limits: Vec::new(),
+            placement: None,
+            reasons,
+            plan: None,
+        }
     }
 }
 

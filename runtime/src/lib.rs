@@ -317,6 +317,15 @@ impl DaemonConfig {
             ));
         }
         coolplane_policies::by_name(&c.daemon.policy).map_err(|e| cfg_err(file, format!("daemon.policy: {e}")))?;
+        if coolplane_policies::SIMULATION_ONLY.contains(&c.daemon.policy.as_str()) {
+            return Err(cfg_err(
+                file,
+                format!(
+                    "daemon.policy = `{}`: a reference that searches copies of the simulated plant's truth; it never runs against equipment (use it in `coolplane scenario`)",
+                    c.daemon.policy
+                ),
+            ));
+        }
         c.controller.validate().map_err(|e| cfg_err(file, e))?;
         if let Some(m) = &c.mqtt {
             if m.host.trim().is_empty() {
@@ -620,6 +629,15 @@ impl Daemon {
                 Some(MqttLink::start(mc, clock))
             }
         };
+        if coolplane_policies::SIMULATION_ONLY.contains(&cfg.daemon.policy.as_str()) {
+            return Err(cfg_err(
+                file,
+                format!(
+                    "daemon.policy = `{}`: simulation only, never run against equipment",
+                    cfg.daemon.policy
+                ),
+            ));
+        }
         let policy = coolplane_policies::by_name(&cfg.daemon.policy)
             .map_err(|e| cfg_err(file, format!("daemon.policy: {e}")))?;
         let controller = Controller::new(&site, policy, cfg.controller);

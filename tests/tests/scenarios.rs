@@ -456,3 +456,29 @@ fn coordinated_saves_energy_per_work_explains_and_falls_back_on_stale_data() {
     assert!(acc.facility_mape_pct < 8.0, "{acc:?}");
     assert!(acc.hottest_gpu_mae_k < 3.0, "{acc:?}");
 }
+
+/// The oracle searches copies of the true plant every hour: over six hours of hall-10k it must
+/// use no more facility energy per unit of work than vendor-default, never throttle, and say
+/// what it is in its reasons. The daemon refuses it: it never runs against equipment.
+#[test]
+fn oracle_is_a_simulation_only_reference_that_does_not_lose_to_the_baseline() {
+    let s = spec(0.25, 2.0);
+    let vd = run_spec(&s, "vendor-default");
+    let or = run_spec(&s, "oracle");
+    let per_work =
+        |r: &coolplane_scenario::RunResult| r.report.kpis.facility_energy_kwh / r.report.kpis.work_done_gpu_s;
+    assert!(per_work(&or) <= per_work(&vd), "{} vs {}", per_work(&or), per_work(&vd));
+    assert_eq!(or.report.kpis.throttle_gpu_s, 0.0);
+    assert_eq!(or.report.policy, "oracle");
+    let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/daemon.toml")).unwrap();
+    let e = coolplane_runtime::DaemonConfig::from_toml_str(
+        "daemon.toml",
+        &text.replace("policy = \"trim-respond\"", "policy = \"oracle\""),
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("oracle") && e.contains("never runs against equipment"),
+        "{e}"
+    );
+}
