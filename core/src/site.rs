@@ -132,6 +132,37 @@ impl GpuModel {
         let l = self.leakage_at_60c_w();
         self.idle_w - l + l * (self.leakage_kappa() * (t_die_c - 60.0)).exp()
     }
+
+    /// Relative performance of a GPU drawing the fraction `x` of the power it demands: the knee
+    /// curve when characterised, else `x^α`; 1 at `x ≥ 1`.
+    pub fn perf_at_power_ratio(&self, x: f64) -> f64 {
+        let x = x.min(1.0);
+        match self.perf_knee {
+            Some([s1, knee, s2]) => {
+                let p = if x >= knee {
+                    1.0 - s1 * (1.0 - x)
+                } else {
+                    1.0 - s1 * (1.0 - knee) - s2 * (knee - x)
+                };
+                p.max(0.0)
+            }
+            None => x.max(0.0).powf(self.perf_alpha),
+        }
+    }
+
+    /// (power W, relative speed) of a GPU at die temperature `t_die_c`, utilisation `util` and
+    /// power limit `cap_w`: it demands its static power plus `util·(TDP − idle)`; above the
+    /// limit it draws the limit and slows down on [`GpuModel::perf_at_power_ratio`]. (The
+    /// simulated plant's per-GPU kernel computes the same in `f32`; this is the `f64` reference
+    /// a controller reasons with.)
+    pub fn power_and_speed(&self, t_die_c: f64, util: f64, cap_w: f64) -> (f64, f64) {
+        let demand = self.static_power_w(t_die_c) + util * (self.tdp_w - self.idle_w);
+        if demand > cap_w && demand > 0.0 {
+            (cap_w, self.perf_at_power_ratio(cap_w / demand))
+        } else {
+            (demand, 1.0)
+        }
+    }
 }
 
 /// Cold-plate thermal resistance model `R(ṁ) = R_cond,i + R_conv,ref·(ṁ_ref/ṁ)^n + 1/(2·ṁ·c_p)`.
@@ -1355,6 +1386,33 @@ pub fn hall_design_heat_kw(site: &Site, hall: &Hall) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The leakage trade-off the policy rests on: a warmer die below its power limit draws more
+    /// power at the same speed; at its limit it draws the limit and runs slower; on the knee
+    /// curve fitted for hall-10k's GPU the numbers are the plant's, which the coordinated policy reasons with (150 W idle, 100 W of it leakage
+    /// at 60 °C, κ = 0.015/K, knee [0.17, 0.78, 1.92]).
+    #[test]
+    fn a_warmer_die_costs_power_below_the_limit_and_speed_at_it() {
+        let site = builtin_site("hall-10k").unwrap();
+        let g = &site.gpu;
+        // Below the limit: half utilisation.
+        let (p60, s60) = g.power_and_speed(60.0, 0.5, 1000.0);
+        let (p70, s70) = g.power_and_speed(70.0, 0.5, 1000.0);
+        assert!((p60 - (150.0 + 0.5 * 850.0)).abs() < 1e-9, "{p60}");
+        assert!((p70 - p60 - 100.0 * ((0.15f64).exp() - 1.0)).abs() < 1e-9, "{p70}");
+        assert_eq!((s60, s70), (1.0, 1.0));
+        // At the limit: full utilisation demands more than 1,000 W.
+        let (q60, v60) = g.power_and_speed(60.0, 1.0, 1000.0);
+        let (q80, v80) = g.power_and_speed(80.0, 1.0, 1000.0);
+        assert_eq!((q60, q80), (1000.0, 1000.0));
+        assert_eq!(v60, 1.0, "150 + 850 = 1,000 W: not capped at 60 °C");
+        let demand = 50.0 + 100.0 * (0.3f64).exp() + 850.0;
+        assert!((v80 - (1.0 - 0.17 * (1.0 - 1000.0 / demand))).abs() < 1e-12, "{v80}");
+        assert!(v80 < 1.0);
+        // Deep caps take the steeper slope.
+        let (_, deep) = g.power_and_speed(60.0, 1.0, 500.0);
+        assert!((deep - (1.0 - 0.17 * 0.22 - 1.92 * 0.28)).abs() < 1e-12, "{deep}");
+    }
 
     #[test]
     fn builtin_sites_parse_and_have_the_documented_sizes() {

@@ -29,7 +29,7 @@
 //! The controller's safety envelope (equipment and rate limits, thermal guard, stale-data safe
 //! mode) applies to everything proposed here as to any policy.
 
-use crate::{CduSetpoint, Decision, Policy, PolicyInput, Setpoints, TrimRespond};
+use crate::{Decision, Policy, PolicyInput, TrimRespond};
 use coolplane_core::signals::{Measurements, PlacementAdvice, Quality};
 use coolplane_core::site::{GpuModel, Site};
 use coolplane_core::topology::Topology;
@@ -37,64 +37,6 @@ use coolplane_twin::regress::{LinearFit, Samples};
 use coolplane_twin::whatif::{facility_features, FacilityModel, HallModel, N_FAC};
 use coolplane_twin::{Nameplate, Twin, TwinConfig};
 use serde::{Deserialize, Serialize};
-
-/// A GPU's power and speed against die temperature, from its characterisation in the site file.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct GpuPowerModel {
-    /// Static power not depending on temperature, W.
-    pub static_fixed_w: f64,
-    /// Leakage at 60 °C, W.
-    pub leak60_w: f64,
-    /// Exponential leakage coefficient, 1/K.
-    pub kappa: f64,
-    /// Dynamic power at full utilisation and full clock, W.
-    pub dyn_w: f64,
-    /// Knee curve of performance under a cap, if characterised.
-    pub knee: Option<[f64; 3]>,
-    /// Exponent of performance under a cap otherwise.
-    pub alpha: f64,
-}
-
-impl GpuPowerModel {
-    /// From the site's GPU model.
-    pub fn from_gpu(g: &GpuModel) -> Self {
-        let leak60 = g.leakage_at_60c_w();
-        Self {
-            static_fixed_w: g.idle_w - leak60,
-            leak60_w: leak60,
-            kappa: g.leakage_kappa(),
-            dyn_w: g.tdp_w - g.idle_w,
-            knee: g.perf_knee,
-            alpha: g.perf_alpha,
-        }
-    }
-
-    /// Relative performance at a power ratio `x ≤ 1` (drawn / demanded).
-    pub fn perf(&self, x: f64) -> f64 {
-        match self.knee {
-            Some([s1, knee, s2]) => {
-                let p = if x >= knee {
-                    1.0 - s1 * (1.0 - x)
-                } else {
-                    1.0 - s1 * (1.0 - knee) - s2 * (knee - x)
-                };
-                p.max(0.0)
-            }
-            None => x.max(0.0).powf(self.alpha),
-        }
-    }
-
-    /// (power W, relative speed) of a GPU at die temperature `t_c`, utilisation `u` and power
-    /// limit `cap_w`.
-    pub fn eval(&self, t_c: f64, u: f64, cap_w: f64) -> (f64, f64) {
-        let demand = self.static_fixed_w + self.leak60_w * (self.kappa * (t_c - 60.0)).exp() + u * self.dyn_w;
-        if demand > cap_w && demand > 0.0 {
-            (cap_w, self.perf(cap_w / demand))
-        } else {
-            (demand, 1.0)
-        }
-    }
-}
 
 /// Tuning of the coordinated policy.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -352,7 +294,7 @@ struct Bound {
     fac: FacilityModel,
     model: Option<HallModel>,
     last_fit_s: f64,
-    gpu: GpuPowerModel,
+    gpu: GpuModel,
     tdp_w: f64,
     approach_k: Vec<f64>,
     design_load_kw: Vec<f64>,
@@ -360,6 +302,8 @@ struct Bound {
     /// A heat-reuse heat pump draws on the facility return water (its power is not metered
     /// apart, so the cooling model cannot see what colder water costs it).
     heat_reuse: bool,
+    /// A refit that failed since the last plan (the models before it are kept), for the plan.
+    refit_note: Option<String>,
     fac_seen: Option<(f64, f64)>,
 }
 
@@ -461,9 +405,9 @@ impl Coordinated {
         q_now: &[f64],
         supply: f64,
         q: f64,
-    ) -> (GpuSide, f64, f64) {
+    ) -> GpuSide {
         let g = &m.gpus;
-        let (mut p0, mut p1, mut w0, mut w1) = (0.0, 0.0, 0.0, 0.0);
+        let (mut p0, mut p1, mut w1) = (0.0, 0.0, 0.0);
         let mut hottest = f64::NEG_INFINITY;
         let mut at_tdp = f64::NEG_INFINITY;
         for (r, rack) in topo.racks.iter().enumerate() {
@@ -484,30 +428,26 @@ impl Coordinated {
                     continue;
                 }
                 let t1 = t + dsup + p * dflow;
-                let (a0, s0) = b.gpu.eval(t, u, cap);
-                let (a1, s1) = b.gpu.eval(t1, u, cap);
+                let (a0, _) = b.gpu.power_and_speed(t, u, cap);
+                let (a1, s1) = b.gpu.power_and_speed(t1, u, cap);
                 p0 += a0;
                 p1 += a1;
-                w0 += u * s0;
                 w1 += u * s1;
                 hottest = hottest.max(t1);
             }
         }
-        (
-            GpuSide {
-                d_gpu_kw: (p1 - p0) / 1000.0,
-                work: w1,
-                hottest,
-                at_tdp,
-            },
-            w0,
-            p0,
-        )
+        GpuSide {
+            d_gpu_kw: (p1 - p0) / 1000.0,
+            work: w1,
+            hottest,
+            at_tdp,
+        }
     }
 
     fn optimise(&mut self, input: &PolicyInput<'_>) -> Option<Decision> {
         let p = self.params;
         let first_plan = !self.optimising;
+        let refit_note = self.bound.as_mut().and_then(|b| b.refit_note.take());
         let b = self.bound.as_ref().expect("bound");
         let model = b.model.as_ref().expect("model");
         let m = input.image;
@@ -588,7 +528,7 @@ impl Coordinated {
         };
         // The plant now, as measured: every prediction is today's meter reading plus the change
         // the models predict, so a model's bias cancels and only its slopes matter.
-        let [_, _, _, fs_now, _, cs_now, rise_now, rej_now, pump_now, flow_now] = cooling_inputs(m)?;
+        let [_, _, _, fs_now, _, _, rise_now, rej_now, pump_now, flow_now] = cooling_inputs(m)?;
         let cdu_pumps_now: f64 = m.cdus.iter().map(|c| c.pump_power_kw.value).sum();
         let other_now = m.meter.facility_power_kw.value - it_now - cdu_pumps_now - rej_now - pump_now;
         let q_mean_now = q_now.iter().sum::<f64>() / nc as f64;
@@ -603,7 +543,6 @@ impl Coordinated {
         // The trim chiller runs: colder water costs compressor work, which the learned model of
         // staged equipment predicts least well; ask for nothing colder while it runs.
         let chiller_running = m.facilities.iter().any(|f| f.chiller_on);
-        let _ = cs_now;
         let pump_base = pump_fit.predict(&pump_features(flow_now));
         let other_base = model.facility_kw(it_now, db, wb, f_keep)?.1;
         let cooling_now = cdu_pumps_now + rej_now + pump_now;
@@ -622,7 +561,6 @@ impl Coordinated {
             // cooling, misc) follows the IT load; its learned dependence on the facility water
             // temperature is not physical (it comes from the weather), so it is held at today's.
             let other = other_now + model.facility_kw(it, db, wb, f_keep)?.1 - other_base;
-            let _ = fac;
             let cooling = cdu_pumps + rej + pump;
             let facility = it + cooling + other;
             let work = gs.work.max(1e-9);
@@ -637,7 +575,7 @@ impl Coordinated {
                 kwh_per_gpu_h: facility / work,
             })
         };
-        let (keep_gs, w_model_now, _) = Self::gpu_side(
+        let keep_gs = Self::gpu_side(
             b,
             model,
             topo,
@@ -658,7 +596,6 @@ impl Coordinated {
             gs.hottest <= slow - p.margin_now_k - p.margin_hysteresis_k
                 && gs.at_tdp <= slow - p.margin_tdp_k - p.margin_hysteresis_k
         };
-        let nh = cur.facilities.len();
         // Writes a move needs, and what they are charged, kW over the horizon.
         let write_kw = |s: f64, q: f64, fac: f64| -> (u32, f64) {
             let mut w = 0u32;
@@ -676,14 +613,13 @@ impl Coordinated {
             let cost = if first_plan { 0.0 } else { p.write_cost_kwh };
             (w, w as f64 * cost / (p.horizon_s / 3600.0))
         };
-        let _ = nh;
         let mut best: Option<(PlanSetpoints, PlanPrediction, f64, u32)> = None;
         let mut n = 0u32;
         let mut sides = Vec::new();
         let (mut hot_refused, mut tdp_refused, mut implausible) = (0u32, 0u32, 0u32);
         for &s in &supplies {
             for &q in &flows {
-                let (gs, _, _) = Self::gpu_side(b, model, topo, m, &sup_now, &q_now, s, q);
+                let gs = Self::gpu_side(b, model, topo, m, &sup_now, &q_now, s, q);
                 n += 1;
                 sides.push((s, q, gs));
                 if gs.hottest > slow - p.margin_now_k {
@@ -742,9 +678,10 @@ impl Coordinated {
             }
         }
         let mut reasons = Vec::new();
+        reasons.extend(refit_note);
         let keep_ok =
             keep.is_some() && feasible(&keep_gs) && keep_sp.facility_supply_c <= keep_sp.cdu_supply_c - gap + 0.5;
-        let (chosen, pred, moved) = match (best, keep) {
+        let (chosen, pred) = match (best, keep) {
             (Some((sp, pred, score, writes)), Some(k))
                 if keep_ok && !first_plan && score >= k.kwh_per_gpu_h * (1.0 - p.min_gain) =>
             {
@@ -760,7 +697,7 @@ impl Coordinated {
                     p.write_cost_kwh,
                     p.min_gain * 100.0
                 ));
-                (keep_sp, k, false)
+                (keep_sp, k)
             }
             (Some((sp, pred, _, writes)), k) => {
                 if let Some(k) = k {
@@ -791,7 +728,7 @@ impl Coordinated {
                         pred.facility_kw
                     ));
                 }
-                (sp, pred, true)
+                (sp, pred)
             }
             (None, _) => {
                 // Nothing passes the limits: design setpoints, the commissioned safe point.
@@ -806,7 +743,7 @@ impl Coordinated {
                     p.margin_now_k, p.margin_tdp_k
                 ));
                 let pred = keep.unwrap_or_default();
-                (sp, pred, true)
+                (sp, pred)
             }
         };
         // Which constraint binds, from the neighbours of the choice.
@@ -846,7 +783,6 @@ impl Coordinated {
                 "{n} CDU candidates, {hot_refused} refused for the hottest GPU at today's load, {tdp_refused} for a rack at TDP"
             ));
         }
-        let _ = w_model_now;
         if implausible > 0 {
             reasons.push(format!(
                 "{implausible} candidates not taken: the cooling model predicted less than 30 % of today's cooling power for them (outside what it has learned)"
@@ -887,9 +823,12 @@ impl Coordinated {
             candidates: n,
             reasons: reasons.clone(),
         };
-        let _ = moved;
         Some(Decision {
-            setpoints: self.setpoints_for(input, chosen),
+            setpoints: input.limits.uniform_setpoints(
+                chosen.cdu_supply_c,
+                chosen.cdu_flow_frac,
+                chosen.facility_supply_c,
+            ),
             power_limits: Vec::new(),
             placement: Some(PlacementAdvice {
                 rack_order: order.iter().map(|x| x.1).collect(),
@@ -897,26 +836,6 @@ impl Coordinated {
             reasons,
             plan: Some(plan),
         })
-    }
-
-    fn setpoints_for(&self, input: &PolicyInput<'_>, sp: PlanSetpoints) -> Setpoints {
-        Setpoints {
-            cdus: input
-                .limits
-                .cdus
-                .iter()
-                .map(|c| CduSetpoint {
-                    supply_c: sp.cdu_supply_c.clamp(c.supply_min_c, c.supply_max_c),
-                    flow_lpm: (sp.cdu_flow_frac * c.flow_design_lpm).clamp(c.flow_min_lpm, c.flow_max_lpm),
-                })
-                .collect(),
-            facilities: input
-                .limits
-                .facilities
-                .iter()
-                .map(|f| sp.facility_supply_c.clamp(f.supply_min_c, f.supply_max_c))
-                .collect(),
-        }
     }
 }
 
@@ -950,12 +869,13 @@ impl Policy for Coordinated {
             fac: FacilityModel::default(),
             model: None,
             last_fit_s: f64::NEG_INFINITY,
-            gpu: GpuPowerModel::from_gpu(&site.gpu),
+            gpu: site.gpu.clone(),
             tdp_w: site.gpu.tdp_w,
             approach_k,
             design_load_kw,
             immersion,
             heat_reuse,
+            refit_note: None,
             fac_seen: None,
         }));
     }
@@ -983,6 +903,11 @@ impl Policy for Coordinated {
             b.last_fit_s = now;
             if b.fac.fit().is_ok() && b.cooling.fit() {
                 b.model = Some(HallModel::from_twin(&b.twin, &b.fac));
+            } else if b.model.is_some() {
+                b.refit_note = Some(format!(
+                    "the refit at {:.1} h failed (a ridge fit on the meters did not converge): the models from before are kept",
+                    now / 3600.0
+                ));
             }
         }
         if b.model.is_none() {
@@ -1012,7 +937,9 @@ impl Policy for Coordinated {
         }
         let sp = self.held.expect("held while optimising");
         Decision {
-            setpoints: self.setpoints_for(input, sp),
+            setpoints: input
+                .limits
+                .uniform_setpoints(sp.cdu_supply_c, sp.cdu_flow_frac, sp.facility_supply_c),
             power_limits: Vec::new(),
             placement: None,
             reasons: Vec::new(),
@@ -1027,33 +954,6 @@ mod tests {
     use crate::PlantLimits;
     use coolplane_core::signals::{CduMeasurement, RackMeasurement, Reading};
     use coolplane_core::site::builtin_site;
-
-    /// The leakage trade-off the policy rests on: a warmer die below its power limit draws more
-    /// power at the same speed; at its limit it draws the limit and runs slower; on the knee
-    /// curve fitted for hall-10k's GPU the numbers are the plant's (150 W idle, 100 W of it leakage
-    /// at 60 °C, κ = 0.015/K, knee [0.17, 0.78, 1.92]).
-    #[test]
-    fn a_warmer_die_costs_power_below_the_limit_and_speed_at_it() {
-        let site = builtin_site("hall-10k").unwrap();
-        let g = GpuPowerModel::from_gpu(&site.gpu);
-        // Below the limit: half utilisation.
-        let (p60, s60) = g.eval(60.0, 0.5, 1000.0);
-        let (p70, s70) = g.eval(70.0, 0.5, 1000.0);
-        assert!((p60 - (150.0 + 0.5 * 850.0)).abs() < 1e-9, "{p60}");
-        assert!((p70 - p60 - 100.0 * ((0.15f64).exp() - 1.0)).abs() < 1e-9, "{p70}");
-        assert_eq!((s60, s70), (1.0, 1.0));
-        // At the limit: full utilisation demands more than 1,000 W.
-        let (q60, v60) = g.eval(60.0, 1.0, 1000.0);
-        let (q80, v80) = g.eval(80.0, 1.0, 1000.0);
-        assert_eq!((q60, q80), (1000.0, 1000.0));
-        assert_eq!(v60, 1.0, "150 + 850 = 1,000 W: not capped at 60 °C");
-        let demand = 50.0 + 100.0 * (0.3f64).exp() + 850.0;
-        assert!((v80 - (1.0 - 0.17 * (1.0 - 1000.0 / demand))).abs() < 1e-12, "{v80}");
-        assert!(v80 < 1.0);
-        // Deep caps take the steeper slope.
-        let (_, deep) = g.eval(60.0, 1.0, 500.0);
-        assert!((deep - (1.0 - 0.17 * 0.22 - 1.92 * 0.28)).abs() < 1e-12, "{deep}");
-    }
 
     fn image(topo: &Topology, t: f64) -> Measurements {
         let mut m = Measurements {

@@ -118,6 +118,26 @@ impl PlantLimits {
         }
     }
 
+    /// The same setpoints for every CDU and every hall (supply °C, flow as a fraction of each
+    /// CDU's design flow, facility supply °C), each clamped to its equipment's range.
+    pub fn uniform_setpoints(&self, cdu_supply_c: f64, flow_frac: f64, facility_c: f64) -> Setpoints {
+        Setpoints {
+            cdus: self
+                .cdus
+                .iter()
+                .map(|c| CduSetpoint {
+                    supply_c: cdu_supply_c.clamp(c.supply_min_c, c.supply_max_c),
+                    flow_lpm: (flow_frac * c.flow_design_lpm).clamp(c.flow_min_lpm, c.flow_max_lpm),
+                })
+                .collect(),
+            facilities: self
+                .facilities
+                .iter()
+                .map(|f| facility_c.clamp(f.supply_min_c, f.supply_max_c))
+                .collect(),
+        }
+    }
+
     /// Design setpoints everywhere (the safe fallback).
     pub fn design_setpoints(&self) -> Setpoints {
         Setpoints {
@@ -229,21 +249,28 @@ pub fn by_name(name: &str) -> Result<Box<dyn Policy>, UnknownPolicy> {
 /// refuses it (`SIMULATION_ONLY`).
 #[derive(Debug, Clone, Default)]
 pub struct Oracle {
-    chosen: std::sync::Arc<std::sync::Mutex<Option<OracleChoice>>>,
+    chosen: std::sync::Arc<std::sync::Mutex<OracleChoice>>,
 }
 
-/// Setpoints the harness chose, and why.
-type OracleChoice = (Setpoints, Vec<String>);
+/// What the harness chose last: the setpoints (none yet: design), and why (handed out once).
+#[derive(Debug, Clone, Default)]
+struct OracleChoice {
+    setpoints: Option<Setpoints>,
+    reasons: Vec<String>,
+}
 
 impl Oracle {
     /// A handle the harness keeps to set the setpoints (shared with the policy it hands over).
     pub fn handle(&self) -> Self {
         self.clone()
     }
-    /// Setpoints (and why) for the next hour.
-    pub fn set(&self, sp: Setpoints, reasons: Vec<String>) {
+    /// Setpoints (and why) held from now until the next call.
+    pub fn set(&self, setpoints: Setpoints, reasons: Vec<String>) {
         if let Ok(mut g) = self.chosen.lock() {
-            *g = Some((sp, reasons));
+            *g = OracleChoice {
+                setpoints: Some(setpoints),
+                reasons,
+            };
         }
     }
 }
@@ -253,18 +280,12 @@ impl Policy for Oracle {
         "oracle"
     }
     fn decide(&mut self, input: &PolicyInput<'_>) -> Decision {
-        let (setpoints, reasons) = match self.chosen.lock().ok().and_then(|mut g| g.take()) {
-            Some((sp, r)) => {
-                // Held until the next search.
-                if let Ok(mut g) = self.chosen.lock() {
-                    *g = Some((sp.clone(), Vec::new()));
-                }
-                (sp, r)
-            }
-            None => (input.limits.design_setpoints(), Vec::new()),
+        let (setpoints, reasons) = match self.chosen.lock() {
+            Ok(mut g) => (g.setpoints.clone(), std::mem::take(&mut g.reasons)),
+            Err(_) => (None, Vec::new()),
         };
         Decision {
-            setpoints,
+            setpoints: setpoints.unwrap_or_else(|| input.limits.design_setpoints()),
             power_limits: Vec::new(),
             placement: None,
             reasons,

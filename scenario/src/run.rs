@@ -389,21 +389,22 @@ fn oracle_try(
     let mut p = plant.clone();
     let mut cl = cluster.clone();
     p.start_scoring();
+    let sp = limits.uniform_setpoints(c[0], c[1], c[2]);
     let actions = Actions {
-        cdus: limits
+        cdus: sp
             .cdus
             .iter()
-            .map(|l| CduCommand {
-                supply_temp_setpoint_c: Some(c[0].clamp(l.supply_min_c, l.supply_max_c)),
-                flow_setpoint_lpm: Some((c[1] * l.flow_design_lpm).clamp(l.flow_min_lpm, l.flow_max_lpm)),
+            .map(|x| CduCommand {
+                supply_temp_setpoint_c: Some(x.supply_c),
+                flow_setpoint_lpm: Some(x.flow_lpm),
                 heartbeat: true,
             })
             .collect(),
-        facilities: limits
+        facilities: sp
             .facilities
             .iter()
-            .map(|f| FacilityCommand {
-                supply_temp_setpoint_c: Some(c[2].clamp(f.supply_min_c, f.supply_max_c)),
+            .map(|&f| FacilityCommand {
+                supply_temp_setpoint_c: Some(f),
                 heartbeat: true,
             })
             .collect(),
@@ -485,21 +486,7 @@ fn oracle_search(
     if !best_j.is_finite() {
         best = [design_s, 1.0, design_f];
     }
-    let sp = coolplane_policies::Setpoints {
-        cdus: limits
-            .cdus
-            .iter()
-            .map(|l| coolplane_policies::CduSetpoint {
-                supply_c: best[0].clamp(l.supply_min_c, l.supply_max_c),
-                flow_lpm: (best[1] * l.flow_design_lpm).clamp(l.flow_min_lpm, l.flow_max_lpm),
-            })
-            .collect(),
-        facilities: limits
-            .facilities
-            .iter()
-            .map(|f| best[2].clamp(f.supply_min_c, f.supply_max_c))
-            .collect(),
-    };
+    let sp = limits.uniform_setpoints(best[0], best[1], best[2]);
     let why = vec![format!(
         "oracle (perfect knowledge, never deployable): CDU supply {:.0} °C, flow {:.0} %, facility water {:.0} °C: best of {tried} hour-ahead trials on copies of the true plant ({:.5} kWh per GPU-h)",
         best[0],
