@@ -6,7 +6,8 @@
 //!
 //! Each [`Controller::tick`]:
 //! 1. judges every input's freshness (staleness is data, never a hidden timeout);
-//! 2. runs the policy when its slow loop is due (in `auto` mode);
+//! 2. runs the policy when its slow loop is due (in `auto` mode), and its fast loop every tick
+//!    (`auto` and `manual`: the power budget is held whoever holds the cooling setpoints);
 //! 3. arbitrates, each stage only narrowing what the earlier allowed: safety envelope (equipment
 //!    limits, thermal guard, stale-data fallback to design setpoints) → operator hold (`manual`)
 //!    → policy → defaults;
@@ -188,6 +189,11 @@ pub struct Controller {
     supply_at_gpu_report: Vec<f64>,
     /// Energy plans the policy made and nobody has taken yet (bounded).
     plans: Vec<EnergyPlan>,
+    /// Per rack: the limits the policy last sent (after clamping), the base an emergency cap
+    /// falls back to when it is released (not TDP, which would lift a budget cap).
+    policy_caps: Vec<Option<Vec<f32>>>,
+    /// Per rack: a raise the policy asked for was held back on stale data.
+    raise_pending: Vec<bool>,
 }
 
 /// Setpoints an operator holds (leases kept by the runtime): each replaces the policy's proposal
@@ -251,6 +257,8 @@ impl Controller {
             ecap_rack: vec![false; n_rack],
             supply_at_gpu_report: vec![f64::NAN; n_cdu],
             plans: Vec::new(),
+            policy_caps: vec![None; n_rack],
+            raise_pending: vec![false; n_rack],
         }
     }
 
@@ -520,6 +528,24 @@ impl Controller {
             }
         }
 
+        // 2b. The policy's fast loop, every tick (auto and manual: the budget is held whoever
+        // holds the cooling setpoints; in safe mode nothing new is sent and the caps in force stay).
+        let mut fast_limits = Vec::new();
+        if self.mode != Mode::Safe {
+            let f = self.policy.fast(&PolicyInput {
+                now_s,
+                image,
+                limits: &self.limits,
+                topology: &self.topo,
+                current: &self.commanded,
+            });
+            for n in f.notices {
+                let sev = if n.warning { Severity::Warning } else { Severity::Info };
+                self.event(now_s, sev, n.message);
+            }
+            fast_limits = f.power_limits;
+        }
+
         // 3. Arbitration and safety envelope, per CDU.
         let design = self.limits.design_setpoints();
         let mut actions = Actions {
@@ -705,9 +731,27 @@ impl Controller {
             });
         }
 
-        // 4. Power limits: clamp to the device range; fail closed (never raise) on stale telemetry.
+        // 4. Power limits: the slow loop's and the fast loop's (the lower wins where both send a
+        // rack); clamp to the device range; fail closed (never raise) on stale telemetry.
+        let mut proposed = Vec::new();
         if let Some(d) = decision {
-            for pl in d.power_limits {
+            proposed = d.power_limits;
+            actions.placement = d.placement;
+        }
+        for fast in fast_limits {
+            match proposed.iter_mut().find(|p: &&mut RackPowerLimits| p.rack == fast.rack) {
+                Some(p) => {
+                    p.limits_w
+                        .resize(fast.limits_w.len().max(p.limits_w.len()), f32::INFINITY);
+                    for (w, f) in p.limits_w.iter_mut().zip(&fast.limits_w) {
+                        *w = w.min(*f);
+                    }
+                }
+                None => proposed.push(fast),
+            }
+        }
+        {
+            for pl in proposed {
                 let Some(rack) = self.topo.racks.get(pl.rack as usize) else {
                     continue;
                 };
@@ -715,6 +759,8 @@ impl Controller {
                 limits_w.truncate(rack.gpus.len());
                 let (lo, hi) = (self.limits.gpu_min_cap_w as f32, self.limits.gpu_tdp_w as f32);
                 let mut non_finite = 0usize;
+                let mut wanted_v = Vec::with_capacity(limits_w.len());
+                let mut held = false;
                 for (i, w) in limits_w.iter_mut().enumerate() {
                     let g = rack.gpus.start + i;
                     // The limit in force as telemetry reports it; unknown (missing or not a
@@ -727,8 +773,10 @@ impl Controller {
                         now_limit
                     };
                     let mut x = wanted.clamp(lo, hi);
+                    wanted_v.push(x);
                     if any_stale && x > now_limit {
                         x = now_limit.clamp(lo, hi);
+                        held = true;
                     }
                     *w = x;
                 }
@@ -743,12 +791,29 @@ impl Controller {
                         ),
                     );
                 }
+                // What the policy wants stays remembered: a raise held back on stale data is
+                // sent once the data is fresh again.
+                self.policy_caps[pl.rack as usize] = Some(wanted_v);
+                self.raise_pending[pl.rack as usize] = held;
                 actions.power_limits.push(RackPowerLimits {
                     rack: pl.rack,
                     limits_w,
                 });
             }
-            actions.placement = d.placement;
+        }
+        if !any_stale {
+            for r in 0..self.raise_pending.len() {
+                if std::mem::take(&mut self.raise_pending[r])
+                    && !actions.power_limits.iter().any(|p| p.rack == r as u32)
+                {
+                    if let Some(w) = &self.policy_caps[r] {
+                        actions.power_limits.push(RackPowerLimits {
+                            rack: r as u32,
+                            limits_w: w.clone(),
+                        });
+                    }
+                }
+            }
         }
 
         // 5. Emergency power caps (safety envelope, after the policy so nothing can widen them).
@@ -766,13 +831,16 @@ impl Controller {
             let i = match policy_sent {
                 Some(i) => i,
                 None => {
-                    // The rack's other GPUs: no constraint (TDP) on fresh data; on stale data the
-                    // limit in force as last reported (unknown: the lowest cap), never above it.
+                    // The rack's other GPUs: on fresh data the policy's last limits (none sent:
+                    // TDP); on stale data the limit in force as last reported (unknown: the
+                    // lowest cap), never above it.
+                    let base = self.policy_caps[r].as_deref();
                     let limits_w = gpus
                         .clone()
-                        .map(|g| {
+                        .enumerate()
+                        .map(|(i, g)| {
                             if gpu_fresh {
-                                hi
+                                base.and_then(|b| b.get(i).copied()).unwrap_or(hi)
                             } else {
                                 reported_limit(image, g).map_or(lo, |x| x.clamp(lo, hi))
                             }
@@ -1323,5 +1391,99 @@ mod tests {
             c.setpoints().cdus[0]
         );
         assert!(!c.drain_events().iter().any(|e| e.message.contains("released")));
+    }
+
+    /// A policy whose fast loop asks for a cap on rack 0 (600 W) until `lift` is set, then TDP.
+    struct FastScript {
+        n: usize,
+        calls: std::sync::Arc<std::sync::atomic::AtomicU32>,
+        lift: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    }
+
+    impl Policy for FastScript {
+        fn name(&self) -> &'static str {
+            "fast-script"
+        }
+        fn decide(&mut self, input: &PolicyInput<'_>) -> Decision {
+            Decision {
+                setpoints: input.current.clone(),
+                power_limits: Vec::new(),
+                placement: None,
+                reasons: Vec::new(),
+                plan: None,
+            }
+        }
+        fn fast(&mut self, _input: &PolicyInput<'_>) -> coolplane_policies::dvfs::FastDecision {
+            use std::sync::atomic::Ordering::SeqCst;
+            let n = self.calls.fetch_add(1, SeqCst);
+            let w = if self.lift.load(SeqCst) { 1000.0 } else { 600.0 };
+            coolplane_policies::dvfs::FastDecision {
+                power_limits: vec![RackPowerLimits {
+                    rack: 0,
+                    limits_w: vec![w; self.n],
+                }],
+                notices: (n == 0)
+                    .then(|| coolplane_policies::dvfs::Notice {
+                        warning: true,
+                        message: "budget: shedding".into(),
+                    })
+                    .into_iter()
+                    .collect(),
+            }
+        }
+    }
+
+    #[test]
+    fn the_fast_loop_runs_every_tick_and_a_raise_held_on_stale_data_follows_when_fresh() {
+        use std::sync::atomic::Ordering::SeqCst;
+        let site = builtin_site("hall-10k").unwrap();
+        let topo = Topology::new(&site);
+        let calls = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+        let lift = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let policy = FastScript {
+            n: topo.racks[0].gpus.len(),
+            calls: calls.clone(),
+            lift: lift.clone(),
+        };
+        let mut c = Controller::new(&site, Box::new(policy), ControllerConfig::default());
+        let n = topo.racks[0].gpus.len();
+        let with_limits = |t: f64, w: f32| {
+            let mut m = image(&topo, t, 70.0);
+            m.gpus.power_limit_w = vec![1000.0; topo.gpu_count];
+            m.gpus.power_limit_w[..n].iter_mut().for_each(|x| *x = w);
+            m
+        };
+        // Every tick, not only on the slow loop; its notice becomes an event.
+        let a = c.tick(0.0, &with_limits(0.0, 1000.0));
+        assert_eq!(a.power_limits[0].limits_w, vec![600.0; n]);
+        assert!(c
+            .drain_events()
+            .iter()
+            .any(|e| e.severity == Severity::Warning && e.message == "budget: shedding"));
+        c.tick(5.0, &with_limits(5.0, 600.0));
+        assert_eq!(calls.load(SeqCst), 2);
+        // A lift asked for while a CDU's data is stale is held at the limit in force ...
+        lift.store(true, SeqCst);
+        let mut m = with_limits(10.0, 600.0);
+        m.cdus[3].supply_temp_c.t_s = -1_000.0;
+        let a = c.tick(10.0, &m);
+        assert_eq!(a.power_limits[0].limits_w, vec![600.0; n]);
+        // ... and sent once the data is fresh again, even by a tick whose policy sends nothing new.
+        lift.store(false, SeqCst);
+        calls.store(100, SeqCst);
+        let a = c.tick(15.0, &with_limits(15.0, 600.0));
+        // The policy now asks for 600 W again: what it asks wins over the held raise.
+        assert_eq!(a.power_limits[0].limits_w, vec![600.0; n]);
+        lift.store(true, SeqCst);
+        let mut m = with_limits(20.0, 600.0);
+        m.cdus[3].supply_temp_c.t_s = -1_000.0;
+        assert_eq!(c.tick(20.0, &m).power_limits[0].limits_w, vec![600.0; n]);
+        // Safe mode: the fast loop is not run; the held raise waits for fresh data.
+        c.set_mode(Mode::Safe, 25.0);
+        let before = calls.load(SeqCst);
+        let a = c.tick(25.0, &with_limits(25.0, 600.0));
+        assert_eq!(calls.load(SeqCst), before, "fast loop ran in safe mode");
+        assert_eq!(a.power_limits.len(), 1, "the held raise is sent on fresh data");
+        assert_eq!(a.power_limits[0].limits_w, vec![1000.0; n]);
     }
 }

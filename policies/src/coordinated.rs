@@ -29,6 +29,7 @@
 //! The controller's safety envelope (equipment and rate limits, thermal guard, stale-data safe
 //! mode) applies to everything proposed here as to any policy.
 
+use crate::dvfs::{BudgetGovernor, FastDecision, GovernorConfig};
 use crate::{Decision, Policy, PolicyInput, TrimRespond};
 use coolplane_core::signals::{Measurements, PlacementAdvice, Quality};
 use coolplane_core::site::{GpuModel, Site};
@@ -317,6 +318,8 @@ pub struct Coordinated {
     next_plan_s: f64,
     held: Option<PlanSetpoints>,
     optimising: bool,
+    /// The fast loop holding the site power budget with DVFS caps.
+    governor: Option<BudgetGovernor>,
 }
 
 /// One candidate's GPU-side sums.
@@ -334,6 +337,74 @@ impl Coordinated {
         Self {
             params,
             ..Default::default()
+        }
+    }
+
+    /// The slow loop: learn, plan every 15 minutes, hold the plan in between.
+    fn slow(&mut self, input: &PolicyInput<'_>) -> Decision {
+        let now = input.now_s;
+        let Some(b) = self.bound.as_mut() else {
+            return self.fallback_decision(input, "not bound to a site (no nameplate)".into());
+        };
+        if b.immersion {
+            return self.fallback_decision(input, "two-phase immersion tanks are not in the hall model".into());
+        }
+        let m = input.image;
+        b.twin.update(m);
+        b.fac.observe(m);
+        b.cooling.observe(m);
+        for f in &m.facilities {
+            // The facility temperatures the plant has reached (not merely been asked for).
+            if f.supply_temp_c.quality != Quality::Bad && f.supply_temp_c.value.is_finite() {
+                let v = f.supply_temp_c.value;
+                b.fac_seen = Some(b.fac_seen.map_or((v, v), |(lo, hi)| (lo.min(v), hi.max(v))));
+            }
+        }
+        if b.twin.calibrated() && now - b.last_fit_s >= 6.0 * 3600.0 {
+            b.last_fit_s = now;
+            if b.fac.fit().is_ok() && b.cooling.fit() {
+                b.model = Some(HallModel::from_twin(&b.twin, &b.fac));
+            } else if b.model.is_some() {
+                b.refit_note = Some(format!(
+                    "the refit at {:.1} h failed (a ridge fit on the meters did not converge): the models from before are kept",
+                    now / 3600.0
+                ));
+            }
+        }
+        if b.model.is_none() {
+            let why = if b.twin.calibrated() {
+                "the facility model could not be fitted from the meters yet".to_string()
+            } else {
+                "the twin is still learning the plant (no calibration yet)".to_string()
+            };
+            return self.fallback_decision(input, why);
+        }
+        if let Err(why) = self.inputs_fresh(m, now) {
+            return self.fallback_decision(input, format!("{why}: the prediction cannot be trusted"));
+        }
+        let due = now >= self.next_plan_s - 1e-6 || !self.optimising || self.held.is_none();
+        if due {
+            return match self.optimise(input) {
+                Some(d) => {
+                    self.optimising = true;
+                    self.next_plan_s = now + self.params.plan_period_s;
+                    d
+                }
+                None => self.fallback_decision(
+                    input,
+                    "a facility reading the cooling model needs is missing or bad".into(),
+                ),
+            };
+        }
+        let sp = self.held.expect("held while optimising");
+        Decision {
+            setpoints: input
+                .limits
+                .uniform_setpoints(sp.cdu_supply_c, sp.cdu_flow_frac, sp.facility_supply_c),
+            power_limits: Vec::new(),
+            placement: None,
+            reasons: Vec::new(),
+            plan: None,
         }
     }
 
@@ -878,72 +949,22 @@ impl Policy for Coordinated {
             refit_note: None,
             fac_seen: None,
         }));
+        let gc = GovernorConfig::default();
+        self.governor = Some(BudgetGovernor::new(&site.gpu, topo, gc).with_electrical(&site.electrical));
     }
 
     fn decide(&mut self, input: &PolicyInput<'_>) -> Decision {
-        let now = input.now_s;
-        let Some(b) = self.bound.as_mut() else {
-            return self.fallback_decision(input, "not bound to a site (no nameplate)".into());
-        };
-        if b.immersion {
-            return self.fallback_decision(input, "two-phase immersion tanks are not in the hall model".into());
+        let mut d = self.slow(input);
+        if let (Some(plan), Some(g)) = (d.plan.as_mut(), &self.governor) {
+            plan.power_caps = g.status().describe();
         }
-        let m = input.image;
-        b.twin.update(m);
-        b.fac.observe(m);
-        b.cooling.observe(m);
-        for f in &m.facilities {
-            // The facility temperatures the plant has reached (not merely been asked for).
-            if f.supply_temp_c.quality != Quality::Bad && f.supply_temp_c.value.is_finite() {
-                let v = f.supply_temp_c.value;
-                b.fac_seen = Some(b.fac_seen.map_or((v, v), |(lo, hi)| (lo.min(v), hi.max(v))));
-            }
-        }
-        if b.twin.calibrated() && now - b.last_fit_s >= 6.0 * 3600.0 {
-            b.last_fit_s = now;
-            if b.fac.fit().is_ok() && b.cooling.fit() {
-                b.model = Some(HallModel::from_twin(&b.twin, &b.fac));
-            } else if b.model.is_some() {
-                b.refit_note = Some(format!(
-                    "the refit at {:.1} h failed (a ridge fit on the meters did not converge): the models from before are kept",
-                    now / 3600.0
-                ));
-            }
-        }
-        if b.model.is_none() {
-            let why = if b.twin.calibrated() {
-                "the facility model could not be fitted from the meters yet".to_string()
-            } else {
-                "the twin is still learning the plant (no calibration yet)".to_string()
-            };
-            return self.fallback_decision(input, why);
-        }
-        if let Err(why) = self.inputs_fresh(m, now) {
-            return self.fallback_decision(input, format!("{why}: the prediction cannot be trusted"));
-        }
-        let due = now >= self.next_plan_s - 1e-6 || !self.optimising || self.held.is_none();
-        if due {
-            return match self.optimise(input) {
-                Some(d) => {
-                    self.optimising = true;
-                    self.next_plan_s = now + self.params.plan_period_s;
-                    d
-                }
-                None => self.fallback_decision(
-                    input,
-                    "a facility reading the cooling model needs is missing or bad".into(),
-                ),
-            };
-        }
-        let sp = self.held.expect("held while optimising");
-        Decision {
-            setpoints: input
-                .limits
-                .uniform_setpoints(sp.cdu_supply_c, sp.cdu_flow_frac, sp.facility_supply_c),
-            power_limits: Vec::new(),
-            placement: None,
-            reasons: Vec::new(),
-            plan: None,
+        d
+    }
+
+    fn fast(&mut self, input: &PolicyInput<'_>) -> FastDecision {
+        match self.governor.as_mut() {
+            Some(g) => g.tick(input),
+            None => FastDecision::default(),
         }
     }
 }

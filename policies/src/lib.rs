@@ -23,6 +23,7 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 
 pub mod coordinated;
+pub mod dvfs;
 pub use coordinated::{Coordinated, CoordinatedParams, EnergyPlan, PlanPrediction, PlanSetpoints};
 
 /// Equipment limits and design values of one CDU, from the site file (nameplate, not plant truth).
@@ -212,6 +213,12 @@ pub trait Policy: Send {
     /// Called once by the controller with the site it controls, before the first tick: a policy
     /// that needs the nameplate (the GPU characterisation, the CDUs' design data) keeps it here.
     fn bind(&mut self, _site: &Site, _topo: &Topology) {}
+    /// The fast loop (every controller tick, seconds; in auto and manual mode): power limits to
+    /// send now and notices for operators. The baselines do nothing here; `coordinated` holds the
+    /// site power budget with DVFS caps ([`dvfs::BudgetGovernor`]).
+    fn fast(&mut self, _input: &PolicyInput<'_>) -> dvfs::FastDecision {
+        dvfs::FastDecision::default()
+    }
 }
 
 /// Names of the policies [`by_name`] knows.

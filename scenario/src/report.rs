@@ -255,6 +255,21 @@ pub fn table(r: &RunReport) -> String {
             l.unit
         );
     }
+    if let Some(b) = &r.budget_cut {
+        let _ = writeln!(
+            s,
+            "budget cut: {:.1} h under it · exceeded in {} spell(s), longest {:.0} s, {:.1} kWh, {:.0} s with no new load or cut to answer · work lost to caps {:.1} GPU-h, least possible {:.1} GPU-h (excess {:.3} % of the {:.0} GPU-h demanded)",
+            b.cut_h,
+            b.exceed_events,
+            b.exceed_longest_s,
+            b.exceed_kwh,
+            b.exceed_uncorrected_s,
+            b.work_lost_gpu_h,
+            b.least_lost_gpu_h,
+            b.excess_lost_pct,
+            b.work_demanded_gpu_h
+        );
+    }
     let c = &r.checks;
     let _ = writeln!(
         s,

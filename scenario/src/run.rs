@@ -140,6 +140,146 @@ pub struct RunReport {
     /// Accuracy of the policy's energy plans (policies that make them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plan_accuracy: Option<PlanAccuracy>,
+    /// While a budget cut was in force (scored part; runs with a cut only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget_cut: Option<CutReport>,
+}
+
+/// How a run held a budget cut (the site budget below the site file's), and the least work any
+/// controller could have lost to hold it.
+///
+/// The least loss is an analytic bound evaluated on the run's own state each step: the GPU power
+/// to shed is the excess the facility would show with no cap in force, `F + k·Σ(demand − draw) −
+/// budget`, divided by `k = F / IT` (the facility watts per IT watt, taken as the average: the
+/// marginal cooling watt is cheaper, so this understates the shed and the bound is low); the
+/// least work lost for that shed is the value-optimal split under the site's performance curve
+/// ([`coolplane_policies::dvfs::least_loss_shed`], exact for a piecewise-linear curve). Work is
+/// counted as the plant counts it, utilisation × relative speed, from each GPU's true die
+/// temperature, utilisation and the limit in force, against the same GPU at its default limit.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
+pub struct CutReport {
+    /// Time under a cut, h.
+    pub cut_h: f64,
+    /// Separate spells of the facility above the budget.
+    pub exceed_events: u64,
+    /// Longest spell, s.
+    pub exceed_longest_s: f64,
+    /// Energy above the budget, kWh.
+    pub exceed_kwh: f64,
+    /// Time above the budget in steps where neither new load (GPUs busier than the step
+    /// before) nor a lower budget arrived: time a controller had to act and did not, s.
+    /// A job start or a cut arrives unannounced (no lease asked first) and is over for a step.
+    pub exceed_uncorrected_s: f64,
+    /// Work the GPUs had to do, GPU-h at full speed.
+    pub work_demanded_gpu_h: f64,
+    /// Work lost to power caps, GPU-h.
+    pub work_lost_gpu_h: f64,
+    /// The least work any controller could lose to hold the budget, GPU-h (the bound above).
+    pub least_lost_gpu_h: f64,
+    /// Work lost beyond the least, % of the work demanded.
+    pub excess_lost_pct: f64,
+}
+
+/// Accumulates a [`CutReport`] step by step.
+struct CutMeter {
+    r: CutReport,
+    over_s: f64,
+    /// Budget of the step before (none: no cut then).
+    prev: Option<f64>,
+    /// Utilisation of each GPU the step before.
+    prev_util: Vec<f64>,
+    demands: Vec<coolplane_policies::dvfs::GpuDemand>,
+}
+
+impl CutMeter {
+    fn new() -> Self {
+        Self {
+            r: CutReport::default(),
+            over_s: 0.0,
+            prev: None,
+            prev_util: Vec::new(),
+            demands: Vec::new(),
+        }
+    }
+
+    /// After a scored step of `dt` s.
+    fn step(&mut self, plant: &Plant, dt: f64) {
+        let site = plant.site();
+        let m = plant.measurements();
+        let budget_w = m.meter.power_budget_kw.value * 1e3;
+        // A budget that is not a number is no cut.
+        let under_cut = budget_w < site.site.power_budget_kw * 1e3 - 1.0;
+        if !under_cut {
+            self.over_s = 0.0;
+            self.prev = None;
+            self.prev_util.clear();
+            return;
+        }
+        let r = &mut self.r;
+        r.cut_h += dt / 3600.0;
+        let pw = plant.power();
+        if pw.facility_w > budget_w {
+            if self.over_s == 0.0 {
+                r.exceed_events += 1;
+            }
+            self.over_s += dt;
+            r.exceed_longest_s = r.exceed_longest_s.max(self.over_s);
+            r.exceed_kwh += (pw.facility_w - budget_w) * dt / 3.6e6;
+        } else {
+            self.over_s = 0.0;
+        }
+        let gpu = &site.gpu;
+        let t = &m.gpus;
+        let temps = plant.true_gpu_temps_c();
+        self.demands.clear();
+        let (mut shed, mut lost, mut demanded, mut new_load) = (0.0, 0.0, 0.0, 0.0);
+        self.prev_util.resize(t.util.len(), f64::INFINITY);
+        for (i, &util) in t.util.iter().enumerate() {
+            let u = (util as f64).clamp(0.0, 1.0);
+            // New load: GPUs busier than the step before (a job started; with the churn of a
+            // busy cluster, the sum alone would hide starts behind ends).
+            new_load += (u - self.prev_util[i]).max(0.0);
+            self.prev_util[i] = u;
+            if plant.gpu_is_down(i) || !u.is_finite() {
+                self.demands.push(coolplane_policies::dvfs::GpuDemand {
+                    demand_w: 0.0,
+                    util: 0.0,
+                });
+                continue;
+            }
+            // The reference is the GPU at its default limit (TDP): a hot GPU demanding more than
+            // TDP already runs a little slow there, with or without a budget.
+            let temp = temps[i] as f64;
+            let (d, full) = gpu.power_and_speed(temp, u, gpu.tdp_w);
+            let (p, speed) = gpu.power_and_speed(temp, u, t.power_limit_w[i] as f64);
+            shed += d - p;
+            lost += u * (full - speed).max(0.0);
+            demanded += u;
+            self.demands
+                .push(coolplane_policies::dvfs::GpuDemand { demand_w: d, util: u });
+        }
+        let k = if pw.it_w > 0.0 {
+            (pw.facility_w / pw.it_w).max(1.0)
+        } else {
+            1.0
+        };
+        let need = ((pw.facility_w + k * shed - budget_w) / k).max(0.0);
+        let (_, least) = coolplane_policies::dvfs::least_loss_shed(gpu, gpu.min_cap_w, &self.demands, need);
+        let over = pw.facility_w > budget_w;
+        let arrived = self.prev.is_none_or(|b| new_load > 0.5 || budget_w < b - 1.0);
+        if over && !arrived {
+            r.exceed_uncorrected_s += dt;
+        }
+        self.prev = Some(budget_w);
+        r.work_demanded_gpu_h += demanded * dt / 3600.0;
+        r.work_lost_gpu_h += lost * dt / 3600.0;
+        r.least_lost_gpu_h += least * dt / 3600.0;
+        r.excess_lost_pct = if r.work_demanded_gpu_h > 0.0 {
+            100.0 * (r.work_lost_gpu_h - r.least_lost_gpu_h) / r.work_demanded_gpu_h
+        } else {
+            0.0
+        };
+    }
 }
 
 /// Predicted against realised, over each optimised plan's horizon (plans whose horizon ends
@@ -254,6 +394,11 @@ pub fn run(
     let mut advice = None;
     let mut plans: Vec<EnergyPlan> = Vec::new();
     let (mut realised_kw, mut realised_hot) = (Vec::new(), Vec::new());
+    let has_cut = scenario
+        .events
+        .iter()
+        .any(|e| matches!(e.fault, coolplane_sim_plant::faults::FaultKind::BudgetCut { .. }));
+    let mut cut = has_cut.then(CutMeter::new);
     let mut gate = scenario
         .spec
         .budget
@@ -303,6 +448,9 @@ pub fn run(
         plans.extend(controller.take_plans());
         let ambient = scenario.weather.sample(scenario.weather_time_s(t));
         plant.step(dt, &ambient, &actions);
+        if let Some(c) = cut.as_mut().filter(|_| k >= score_step) {
+            c.step(&plant, dt);
+        }
         if !plans.is_empty() {
             realised_kw.push(plant.power().facility_w / 1e3);
             realised_hot.push(plant.true_gpu_temps_c().iter().copied().fold(f32::MIN, f32::max) as f64);
@@ -362,6 +510,7 @@ pub fn run(
         checks,
         budget: gate.as_ref().map(|g| g.report()),
         plan_accuracy: (!plans.is_empty()).then(|| plan_accuracy(&plans, &realised_kw, &realised_hot, dt)),
+        budget_cut: cut.map(|c| c.r),
     };
     Ok(RunResult {
         report,
