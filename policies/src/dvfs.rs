@@ -313,15 +313,12 @@ impl BudgetGovernor {
         let it_w = racks_w.unwrap_or(meter.it_power_kw.value * 1e3);
         let dt = self.last_t.map_or(f64::INFINITY, |t| (now - t).max(0.0));
         self.last_t = Some(now);
-        // A rising overhead (a chiller stage, fans ramping) is followed four times faster than a
-        // falling one: under-reading it is what puts the site over its budget.
-        let alpha = |tau: f64| 1.0 - (-dt / tau).exp();
+        let alpha = 1.0 - (-dt / self.cfg.overhead_tau_s).exp();
         // The electrical chain's losses follow the IT load at once: they move with the fast part.
         let chain = self.electrical.as_ref().map_or(1.0, |e| chain_marginal(e, it_w));
         let raw = meter_w - chain * it_w;
         let overhead = match self.overhead_w {
-            Some(o) if o.is_finite() && raw > o => o + alpha(0.25 * self.cfg.overhead_tau_s) * (raw - o),
-            Some(o) if o.is_finite() => o + alpha(self.cfg.overhead_tau_s) * (raw - o),
+            Some(o) if o.is_finite() => o + alpha * (raw - o),
             _ => raw,
         };
         self.overhead_w = Some(overhead);
