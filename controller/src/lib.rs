@@ -734,6 +734,7 @@ impl Controller {
         // 4. Power limits: the slow loop's and the fast loop's (the lower wins where both send a
         // rack); clamp to the device range; fail closed (never raise) on stale telemetry.
         let mut proposed = Vec::new();
+        let mut newly_held = 0usize;
         if let Some(d) = decision {
             proposed = d.power_limits;
             actions.placement = d.placement;
@@ -750,56 +751,65 @@ impl Controller {
                 None => proposed.push(fast),
             }
         }
-        {
-            for pl in proposed {
-                let Some(rack) = self.topo.racks.get(pl.rack as usize) else {
-                    continue;
+        for pl in proposed {
+            let Some(rack) = self.topo.racks.get(pl.rack as usize) else {
+                continue;
+            };
+            let mut limits_w = pl.limits_w.clone();
+            limits_w.truncate(rack.gpus.len());
+            let (lo, hi) = (self.limits.gpu_min_cap_w as f32, self.limits.gpu_tdp_w as f32);
+            let mut non_finite = 0usize;
+            let mut wanted_v = Vec::with_capacity(limits_w.len());
+            let mut held = false;
+            for (i, w) in limits_w.iter_mut().enumerate() {
+                let g = rack.gpus.start + i;
+                // The limit in force as telemetry reports it; unknown (missing or not a
+                // number) counts as the lowest cap, so that nothing is raised on it.
+                let now_limit = reported_limit(image, g).unwrap_or(lo);
+                let wanted = if w.is_finite() {
+                    *w
+                } else {
+                    non_finite += 1;
+                    now_limit
                 };
-                let mut limits_w = pl.limits_w.clone();
-                limits_w.truncate(rack.gpus.len());
-                let (lo, hi) = (self.limits.gpu_min_cap_w as f32, self.limits.gpu_tdp_w as f32);
-                let mut non_finite = 0usize;
-                let mut wanted_v = Vec::with_capacity(limits_w.len());
-                let mut held = false;
-                for (i, w) in limits_w.iter_mut().enumerate() {
-                    let g = rack.gpus.start + i;
-                    // The limit in force as telemetry reports it; unknown (missing or not a
-                    // number) counts as the lowest cap, so that nothing is raised on it.
-                    let now_limit = reported_limit(image, g).unwrap_or(lo);
-                    let wanted = if w.is_finite() {
-                        *w
-                    } else {
-                        non_finite += 1;
-                        now_limit
-                    };
-                    let mut x = wanted.clamp(lo, hi);
-                    wanted_v.push(x);
-                    if any_stale && x > now_limit {
-                        x = now_limit.clamp(lo, hi);
-                        held = true;
-                    }
-                    *w = x;
+                let mut x = wanted.clamp(lo, hi);
+                wanted_v.push(x);
+                if any_stale && x > now_limit {
+                    x = now_limit.clamp(lo, hi);
+                    held = true;
                 }
-                if non_finite > 0 {
-                    self.event(
-                        now_s,
-                        Severity::Critical,
-                        format!(
-                            "policy {} proposed {non_finite} non-finite power limit(s) for rack {}: limits in force kept",
-                            self.policy.name(),
-                            pl.rack
-                        ),
-                    );
-                }
-                // What the policy wants stays remembered: a raise held back on stale data is
-                // sent once the data is fresh again.
-                self.policy_caps[pl.rack as usize] = Some(wanted_v);
-                self.raise_pending[pl.rack as usize] = held;
-                actions.power_limits.push(RackPowerLimits {
-                    rack: pl.rack,
-                    limits_w,
-                });
+                *w = x;
             }
+            if non_finite > 0 {
+                self.event(
+                    now_s,
+                    Severity::Critical,
+                    format!(
+                        "policy {} proposed {non_finite} non-finite power limit(s) for rack {}: limits in force kept",
+                        self.policy.name(),
+                        pl.rack
+                    ),
+                );
+            }
+            // What the policy wants stays remembered: a raise held back on stale data is
+            // sent once the data is fresh again.
+            self.policy_caps[pl.rack as usize] = Some(wanted_v);
+            newly_held += (held && !self.raise_pending[pl.rack as usize]) as usize;
+            self.raise_pending[pl.rack as usize] = held;
+            actions.power_limits.push(RackPowerLimits {
+                rack: pl.rack,
+                limits_w,
+            });
+        }
+        if newly_held > 0 {
+            self.event(
+                now_s,
+                Severity::Info,
+                format!(
+                    "policy {} raised power limits on {newly_held} rack(s) while data is stale: limits in force kept, the raise follows when the data is fresh",
+                    self.policy.name()
+                ),
+            );
         }
         if !any_stale {
             for r in 0..self.raise_pending.len() {
@@ -1468,6 +1478,12 @@ mod tests {
         m.cdus[3].supply_temp_c.t_s = -1_000.0;
         let a = c.tick(10.0, &m);
         assert_eq!(a.power_limits[0].limits_w, vec![600.0; n]);
+        assert!(
+            c.drain_events()
+                .iter()
+                .any(|e| e.message.contains("while data is stale")),
+            "a held raise is said"
+        );
         // ... and sent once the data is fresh again, even by a tick whose policy sends nothing new.
         lift.store(false, SeqCst);
         calls.store(100, SeqCst);
