@@ -17,7 +17,8 @@
 //! `baseline + unmanaged + granted ≤ limit`, unless every lease under that domain is already at
 //! its floor (nothing left to shed). When a limit drops, [`Ledger::enforce`] first takes back
 //! growth (grants above the request), then shrinks grants toward their minimum, lowest priority
-//! first, then preempts (grant to the floor at once, the job gets a grace period to checkpoint
+//! first and, within a priority, the highest grants first to a common level (the least work
+//! lost on a concave performance-vs-power curve), then preempts (grant to the floor at once, the job gets a grace period to checkpoint
 //! before the lease ends), and reports every affected lease as an event.
 //!
 //! Growth: a lease asks for `min ≤ request ≤ max` W per GPU. It is granted up to its request when
@@ -1244,8 +1245,9 @@ impl Ledger {
         }
     }
 
-    /// Bring every domain within its limit: shrink grants toward their minimum (lowest priority,
-    /// then most recent, first), then preempt (preemptible leases first). Returns the number of
+    /// Bring every domain within its limit: shrink grants toward their minimum (lowest priority
+    /// first; within a priority, the highest grants first, to a common level), then preempt
+    /// (preemptible leases first). Returns the number of
     /// leases affected.
     pub fn enforce(&mut self, now_s: f64) -> usize {
         let mut affected = 0;
@@ -1306,23 +1308,59 @@ impl Ledger {
             self.set_grant(id, g);
             touched.push(id);
         }
-        // Pass 1: shrink toward the minimum.
-        for &(_, _, _, id, w) in &cands {
-            if excess <= SLACK_W {
-                break;
-            }
-            let l = &self.leases[&id];
-            let can = (l.granted_w - l.request.min_w).max(0.0) * w;
-            if can <= 0.0 {
+        // Pass 1: shrink toward the minimum, one priority class at a time (lowest first). Within
+        // a class the highest grants come down first, to a common level: every GPU runs the
+        // same performance-vs-power curve, concave (a watt buys less work the higher the power
+        // already is), so levelling from the top loses the least work for the watts shed.
+        let mut start = 0;
+        while start < cands.len() && excess > SLACK_W {
+            let prio = cands[start].0;
+            let end = start + cands[start..].iter().take_while(|c| c.0 == prio).count();
+            // (lease, weight, grant, min) of the class's leases that can still shrink.
+            let class: Vec<(LeaseId, f64, f64, f64)> = cands[start..end]
+                .iter()
+                .map(|c| (c.3, c.4, self.leases[&c.3].granted_w, self.leases[&c.3].request.min_w))
+                .filter(|&(_, w, g, min)| g > min && w > 0.0)
+                .collect();
+            start = end;
+            if class.is_empty() {
                 continue;
             }
-            let cut = can.min(excess);
-            let g = floor_step(l.granted_w - cut / w - GRANT_STEP_W).max(l.request.min_w);
-            let shed = (l.granted_w - g) * w;
-            excess -= shed;
-            self.set_grant(id, g);
-            if !touched.contains(&id) {
-                touched.push(id);
+            let shed_at = |level: f64| -> f64 {
+                class
+                    .iter()
+                    .map(|&(_, w, g, min)| (g - level.max(min)).max(0.0) * w)
+                    .sum()
+            };
+            let lowest = class.iter().map(|c| c.3).fold(f64::INFINITY, f64::min);
+            let level = if shed_at(lowest) <= excess {
+                lowest
+            } else {
+                // shed_at falls as the level rises: the highest level that sheds enough.
+                let (mut lo, mut hi) = (lowest, class.iter().map(|c| c.2).fold(f64::NEG_INFINITY, f64::max));
+                for _ in 0..64 {
+                    let mid = 0.5 * (lo + hi);
+                    if shed_at(mid) >= excess {
+                        lo = mid;
+                    } else {
+                        hi = mid;
+                    }
+                }
+                lo
+            };
+            for &(id, w, g, min) in &class {
+                if g <= level {
+                    continue;
+                }
+                let new_g = floor_step(level - GRANT_STEP_W).max(min);
+                if new_g >= g {
+                    continue;
+                }
+                excess -= (g - new_g) * w;
+                self.set_grant(id, new_g);
+                if !touched.contains(&id) {
+                    touched.push(id);
+                }
             }
         }
         // Pass 2: preempt, preemptible first, least important first.

@@ -573,3 +573,44 @@ fn a_limit_below_the_floor_is_said_once_per_episode_not_every_tick() {
     l.tick(204.0);
     assert_eq!(below(&mut l), 1);
 }
+
+#[test]
+fn within_a_priority_the_highest_grants_come_down_first_to_a_common_level() {
+    let mut l = ledger();
+    let tdp = l.tdp_w();
+    let floor = l.floor_w();
+    // Three leases of one priority: two at TDP (the older and the newer), one lower.
+    let a = l.create(req(&l, &[0, 1], floor + 50.0, tdp, 5, true), 0.0).unwrap();
+    let b = l
+        .create(req(&l, &[2, 3], floor + 50.0, tdp - 200.0, 5, true), 0.0)
+        .unwrap();
+    let c = l.create(req(&l, &[4, 5], floor + 50.0, tdp, 5, true), 0.0).unwrap();
+    let w = l.lease(a).unwrap().weights.iter().find(|x| x.0 == 0).unwrap().1;
+    // Shed 100 W a GPU-weight from each of the two at TDP: both come to TDP − 100, `b` (already
+    // lower, where a watt buys more work) keeps its grant; the newest lease is not cut first.
+    let load = l.domains()[0].load_w();
+    l.set_contract(0, Some(load - 2.0 * 100.0 * w), 10.0).unwrap();
+    l.check_invariant().unwrap();
+    let (ga, gb, gc) = (
+        l.lease(a).unwrap().granted_w,
+        l.lease(b).unwrap().granted_w,
+        l.lease(c).unwrap().granted_w,
+    );
+    assert!(
+        (ga - (tdp - 100.0)).abs() < 0.01 && (gc - (tdp - 100.0)).abs() < 0.01,
+        "{ga} {gb} {gc}"
+    );
+    assert_eq!(gb, tdp - 200.0);
+    // A deeper cut levels all three together, never below their minimum.
+    let load = l.domains()[0].load_w();
+    l.set_contract(0, Some(load - 3.0 * 150.0 * w - 2.0 * 100.0 * w), 20.0)
+        .unwrap();
+    l.check_invariant().unwrap();
+    let level = tdp - 350.0;
+    for id in [a, b, c] {
+        let g = l.lease(id).unwrap().granted_w;
+        assert!((g - level).abs() < 0.01, "lease {id}: {g}, wanted {level}");
+    }
+    // A cut the minimums can absorb preempts no one.
+    assert_eq!(l.lease(a).unwrap().state, LeaseState::Active);
+}
