@@ -49,6 +49,11 @@ pub struct ControllerConfig {
     pub deadband_k: f64,
     /// Flow setpoints are written when they differ from the read-back value by more, L/min.
     pub deadband_lpm: f64,
+    /// A ramp moves a setpoint at most once in this many seconds, by up to its rate times the
+    /// time since its last move (EEPROM wear: a 1 K/min ramp at 5 s ticks writes once a minute,
+    /// not twelve times). The thermal guard's moves (colder supply, full flow) and flow increases
+    /// are not held, s.
+    pub ramp_hold_s: f64,
     /// Period of the slow (cooling setpoint) loop, s.
     pub slow_period_s: f64,
     /// Tank pressure guard (two-phase immersion): act when a tank's pressure reaches this
@@ -72,6 +77,7 @@ impl Default for ControllerConfig {
             facility_rate_k_per_min: 1.0,
             deadband_k: 0.06,
             deadband_lpm: 1.0,
+            ramp_hold_s: 60.0,
             slow_period_s: 60.0,
             tank_guard_frac: 0.8,
             emergency_margin_k: 2.0,
@@ -83,7 +89,7 @@ impl Default for ControllerConfig {
 impl ControllerConfig {
     /// Allowed range of every field: (field, low, high, low end included). A value outside
     /// (NaN and infinities included) would turn a safety function off, so it is refused.
-    pub const RANGES: [(&'static str, f64, f64, bool); 11] = [
+    pub const RANGES: [(&'static str, f64, f64, bool); 12] = [
         ("stale_after_s", 1.0, 3_600.0, true),
         ("guard_margin_k", 0.5, 30.0, true),
         ("supply_rate_k_per_min", 0.0, 10.0, false),
@@ -91,6 +97,7 @@ impl ControllerConfig {
         ("facility_rate_k_per_min", 0.0, 10.0, false),
         ("deadband_k", 0.0, 2.0, true),
         ("deadband_lpm", 0.0, 500.0, true),
+        ("ramp_hold_s", 0.0, 900.0, true),
         ("slow_period_s", 1.0, 3_600.0, true),
         ("tank_guard_frac", 0.1, 0.99, true),
         ("emergency_margin_k", 0.25, 30.0, true),
@@ -108,6 +115,7 @@ impl ControllerConfig {
             self.facility_rate_k_per_min,
             self.deadband_k,
             self.deadband_lpm,
+            self.ramp_hold_s,
             self.slow_period_s,
             self.tank_guard_frac,
             self.emergency_margin_k,
@@ -173,6 +181,11 @@ pub struct Controller {
     last_slow_s: Option<f64>,
     cdu_stale: Vec<bool>,
     cdu_guard: Vec<bool>,
+    /// When each ramp last moved its commanded setpoint (per CDU supply, per CDU flow, per hall
+    /// facility supply), s; set to the first tick's time (a new controller holds first).
+    supply_moved_s: Vec<f64>,
+    flow_moved_s: Vec<f64>,
+    facility_moved_s: Vec<f64>,
     events: Vec<ControllerEvent>,
     last_reasons: Vec<String>,
     writes: u64,
@@ -234,6 +247,9 @@ impl Controller {
             cfg,
             cdu_stale: vec![false; topo.cdus.len()],
             cdu_guard: vec![false; topo.cdus.len()],
+            supply_moved_s: vec![f64::NAN; n_cdu],
+            flow_moved_s: vec![f64::NAN; n_cdu],
+            facility_moved_s: vec![f64::NAN; n_hall],
             topo,
             policy,
             mode: Mode::Auto,
@@ -393,6 +409,16 @@ impl Controller {
         // A new controller does not know when the setpoints in force last moved: its first tick
         // holds them (no rate budget), later ticks move at the rate limits.
         let dt = self.last_tick_s.map_or(0.0, |t| (now_s - t).max(0.0));
+        if self.last_tick_s.is_none() {
+            for t in self
+                .supply_moved_s
+                .iter_mut()
+                .chain(&mut self.flow_moved_s)
+                .chain(&mut self.facility_moved_s)
+            {
+                *t = now_s;
+            }
+        }
         self.last_tick_s = Some(now_s);
         let stale_after = self.cfg.stale_after_s;
         let n_cdu = self.topo.cdus.len();
@@ -638,6 +664,9 @@ impl Controller {
                 if (cur.supply_c - s0).abs() > 1e-6 || (cur.flow_lpm - f0).abs() > 1e-6 {
                     cur.supply_c = s0.clamp(l.supply_min_c, l.supply_max_c);
                     cur.flow_lpm = f0.clamp(l.flow_min_lpm, l.flow_max_lpm);
+                    // The device moved (its local fallback): the ramps start a hold from now.
+                    self.supply_moved_s[c] = now_s;
+                    self.flow_moved_s[c] = now_s;
                     let msg = format!(
                         "{}: setpoints in force read back ({s0:.1} °C, {f0:.0} L/min): moves start from them",
                         self.topo.cdus[c].name
@@ -646,14 +675,24 @@ impl Controller {
                 }
             }
             // Equipment limits, then rate limits from what is commanded now.
+            // Each ramp moves at most once per hold, by its rate times the time since its last
+            // move; the guard moves every tick at the rate.
             let cur = self.commanded.cdus[c];
+            let s_span = ramp_span_min(now_s, self.supply_moved_s[c], dt, self.cfg.ramp_hold_s, guard);
+            let f_span = ramp_span_min(now_s, self.flow_moved_s[c], dt, self.cfg.ramp_hold_s, guard);
             let mut s = target.supply_c.clamp(l.supply_min_c, l.supply_max_c);
-            let max_step = self.cfg.supply_rate_k_per_min * minutes.max(1e-9);
+            let max_step = self.cfg.supply_rate_k_per_min * s_span;
             s = s.clamp(cur.supply_c - max_step, cur.supply_c + max_step);
             let mut f = target.flow_lpm.clamp(l.flow_min_lpm, l.flow_max_lpm);
-            f = f.max(cur.flow_lpm - self.cfg.flow_down_rate_frac_per_min * l.flow_design_lpm * minutes);
+            f = f.max(cur.flow_lpm - self.cfg.flow_down_rate_frac_per_min * l.flow_design_lpm * f_span);
             let s = (s * 10.0).round() / 10.0;
             let f = f.round();
+            if s != cur.supply_c {
+                self.supply_moved_s[c] = now_s;
+            }
+            if f != cur.flow_lpm {
+                self.flow_moved_s[c] = now_s;
+            }
             self.commanded.cdus[c] = coolplane_policies::CduSetpoint {
                 supply_c: s,
                 flow_lpm: f,
@@ -704,6 +743,7 @@ impl Controller {
                 let s0 = m.supply_setpoint_c.value;
                 if (self.commanded.facilities[h] - s0).abs() > 1e-6 {
                     self.commanded.facilities[h] = s0.clamp(l.supply_min_c, l.supply_max_c);
+                    self.facility_moved_s[h] = now_s;
                     let msg = format!(
                         "{}: facility setpoint in force read back ({s0:.1} °C): moves start from it",
                         self.topo.halls[h].name
@@ -711,12 +751,19 @@ impl Controller {
                     self.event(now_s, Severity::Info, msg);
                 }
             }
+            // Held like the CDU ramps, except while a CDU of the hall is under the thermal guard
+            // or the facility water is warmer than its approach below the coldest CDU allows.
             let cur = self.commanded.facilities[h];
-            let step = self.cfg.facility_rate_k_per_min * minutes.max(1e-9);
+            let urgent = coldest - 2.0 < cur || self.topo.halls[h].cdus.clone().any(|c| self.cdu_guard[c]);
+            let span = ramp_span_min(now_s, self.facility_moved_s[h], dt, self.cfg.ramp_hold_s, urgent);
+            let step = self.cfg.facility_rate_k_per_min * span;
             let s = target
                 .clamp(l.supply_min_c, l.supply_max_c)
                 .clamp(cur - step, cur + step);
             let s = (s * 10.0).round() / 10.0;
+            if s != cur {
+                self.facility_moved_s[h] = now_s;
+            }
             self.commanded.facilities[h] = s;
             let rb = if m.supply_setpoint_c.usable(now_s, stale_after) {
                 m.supply_setpoint_c.value
@@ -1013,6 +1060,22 @@ fn reported_limit(image: &Measurements, g: usize) -> Option<f32> {
     image.gpus.power_limit_w.get(g).copied().filter(|x| x.is_finite())
 }
 
+/// Minutes of rate budget a ramp has this tick: none while its last move is less than `hold_s`
+/// old (within half a tick, so jittery ticks of the hold's length still move every tick), else
+/// the time since that move, capped at the hold (or at the tick, if longer): moves of at most
+/// rate × hold, at most once per hold. `urgent` ramps move every tick by rate × tick.
+fn ramp_span_min(now_s: f64, moved_s: f64, dt_s: f64, hold_s: f64, urgent: bool) -> f64 {
+    let since = now_s - moved_s;
+    let span_s = if urgent {
+        dt_s
+    } else if since + 0.5 * dt_s + 1e-6 < hold_s {
+        0.0
+    } else {
+        since.min(hold_s.max(dt_s))
+    };
+    span_s.max(0.0) / 60.0
+}
+
 /// A setpoint is written when the device's read-back value is unknown (NaN) or differs from the
 /// wanted value by more than the deadband.
 fn needs_write(wanted: f64, read_back: f64, deadband: f64) -> bool {
@@ -1217,6 +1280,50 @@ mod tests {
         let ev = c.drain_events();
         assert!(ev.iter().any(|e| e.message.contains("operator holds")), "{ev:?}");
         assert!(ev.iter().any(|e| e.message.contains("operator released")), "{ev:?}");
+    }
+
+    #[test]
+    fn a_ramp_at_5s_ticks_writes_once_a_minute_but_the_guard_moves_every_tick() {
+        let (mut c, topo) = ctl("vendor-default");
+        let start = c.setpoints().cdus[0].supply_c;
+        c.set_operator_setpoint(OperatorPoint::CduSupply(0), Some(start + 3.0), 0.0)
+            .unwrap();
+        // The device reads back what was last written.
+        let mut writes = Vec::new();
+        let mut in_force = start;
+        for k in 0..=60 {
+            let t = k as f64 * 5.0;
+            let mut img = image(&topo, t, 70.0);
+            img.cdus[0].supply_setpoint_c = Reading::good(in_force, t);
+            let a = c.tick(t, &img);
+            if let Some(s) = a.cdus[0].supply_temp_setpoint_c {
+                writes.push((t, s));
+                in_force = s;
+            }
+        }
+        assert_eq!(c.setpoints().cdus[0].supply_c, start + 3.0, "reached in 5 min");
+        // A new controller holds its first tick; then one 1 K step a minute: 3 writes, not 36.
+        assert_eq!(writes.len(), 3, "{writes:?}");
+        for w in writes.windows(2) {
+            assert!(w[1].0 - w[0].0 >= 60.0 - 1e-9, "{writes:?}");
+            assert!((w[1].1 - w[0].1).abs() <= 1.0 + 1e-9, "{writes:?}");
+        }
+        // The thermal guard is not held: colder every tick, by the rate times the tick.
+        let mut before = c.setpoints().cdus[0].supply_c;
+        for k in 61..=64 {
+            let t = k as f64 * 5.0;
+            let mut img = image(&topo, t, 70.0);
+            img.cdus[0].supply_setpoint_c = Reading::good(before, t);
+            img.racks[0].gpu_temp_max_c = Reading::good(86.0, t);
+            let a = c.tick(t, &img);
+            let now = c.setpoints().cdus[0].supply_c;
+            assert!(
+                now < before && before - now <= 1.0 / 12.0 + 0.05 + 1e-9,
+                "{before} → {now}"
+            );
+            assert_eq!(a.cdus[0].supply_temp_setpoint_c, Some(now));
+            before = now;
+        }
     }
 
     #[test]

@@ -247,8 +247,18 @@ fn check_sequence(site_name: &str, ticks: &[Tick]) -> Result<(), TestCaseError> 
     let queue = Arc::new(Mutex::new(VecDeque::new()));
     let mut c = Controller::new(&site, Box::new(Scripted(queue.clone())), cfg);
     let mut now = 1000.0;
+    // When each ramp last moved (the controller holds a ramp for `ramp_hold_s` after a move,
+    // then moves it by at most its rate times the time since, capped at the hold or the tick).
+    let (n_cdu, n_hall) = (topo.cdus.len(), topo.halls.len());
+    let (mut supply_moved, mut flow_moved, mut fac_moved) = (vec![0.0; n_cdu], vec![0.0; n_cdu], vec![0.0; n_hall]);
+    let span_min = |moved: f64, now: f64, dt: f64| (now - moved).min(cfg.ramp_hold_s.max(dt)) / 60.0;
     for (k, t) in ticks.iter().enumerate() {
         now += t.dt;
+        if k == 0 {
+            supply_moved.fill(now);
+            flow_moved.fill(now);
+            fac_moved.fill(now);
+        }
         let img = image(now, t, topo.gpu_count);
         queue.lock().unwrap().push_back(decision(t));
         let before = c.setpoints().clone();
@@ -257,7 +267,6 @@ fn check_sequence(site_name: &str, ticks: &[Tick]) -> Result<(), TestCaseError> 
         let after = c.setpoints().clone();
         prop_assert_eq!(a.cdus.len(), topo.cdus.len());
         prop_assert_eq!(a.facilities.len(), topo.halls.len());
-        let minutes = dt / 60.0;
         for (i, cmd) in a.cdus.iter().enumerate() {
             let l = limits.cdus[i];
             let sp = after.cdus[i];
@@ -290,7 +299,7 @@ fn check_sequence(site_name: &str, ticks: &[Tick]) -> Result<(), TestCaseError> 
                 // The first tick may move from design values without a previous commanded value.
                 // A move starts from what was commanded, or from the setpoint the device reads
                 // back as in force (adopted at start and after the CDU was stale).
-                let allowed = cfg.supply_rate_k_per_min * minutes + 0.05 + 1e-9;
+                let allowed = cfg.supply_rate_k_per_min * span_min(supply_moved[i], now, dt) + 0.05 + 1e-9;
                 let ds = (sp.supply_c - before.cdus[i].supply_c).abs();
                 let rb = img.cdus[i].supply_setpoint_c;
                 let from_rb = rb
@@ -305,7 +314,8 @@ fn check_sequence(site_name: &str, ticks: &[Tick]) -> Result<(), TestCaseError> 
                     dt,
                     from_rb
                 );
-                let allowed_down = cfg.flow_down_rate_frac_per_min * l.flow_design_lpm * minutes + 0.5 + 1e-9;
+                let allowed_down =
+                    cfg.flow_down_rate_frac_per_min * l.flow_design_lpm * span_min(flow_moved[i], now, dt) + 0.5 + 1e-9;
                 let down = before.cdus[i].flow_lpm - sp.flow_lpm;
                 let rbf = img.cdus[i].flow_setpoint_lpm;
                 let down_rb = rbf
@@ -319,6 +329,12 @@ fn check_sequence(site_name: &str, ticks: &[Tick]) -> Result<(), TestCaseError> 
                     down,
                     dt
                 );
+            }
+            if sp.supply_c != before.cdus[i].supply_c {
+                supply_moved[i] = now;
+            }
+            if sp.flow_lpm != before.cdus[i].flow_lpm {
+                flow_moved[i] = now;
             }
         }
         for (h, cmd) in a.facilities.iter().enumerate() {
@@ -335,7 +351,7 @@ fn check_sequence(site_name: &str, ticks: &[Tick]) -> Result<(), TestCaseError> 
                 prop_assert_eq!(w, s);
             }
             if k > 0 {
-                let allowed = cfg.facility_rate_k_per_min * minutes + 0.05 + 1e-9;
+                let allowed = cfg.facility_rate_k_per_min * span_min(fac_moved[h], now, dt) + 0.05 + 1e-9;
                 let ds = (s - before.facilities[h]).abs();
                 let rb = img.facilities[h].supply_setpoint_c;
                 let from_rb = rb
@@ -347,6 +363,9 @@ fn check_sequence(site_name: &str, ticks: &[Tick]) -> Result<(), TestCaseError> 
                     h,
                     ds
                 );
+            }
+            if s != before.facilities[h] {
+                fac_moved[h] = now;
             }
         }
         let age = now - img.gpus.t_s;
