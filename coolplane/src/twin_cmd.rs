@@ -162,6 +162,11 @@ pub fn table(r: &EvalReport) -> String {
             "≤ 1",
         ),
         (
+            "… one step ahead at the load of the moment (K)",
+            f(r.hottest_gpu_mae_next_step_k, 2),
+            "(the model alone)",
+        ),
+        (
             "… vs hottest reported, faulty GPU sensors included (K)",
             f(r.hottest_gpu_mae_reported_k, 2),
             "(reference)",

@@ -89,6 +89,10 @@ pub struct EvalReport {
     /// The same against the hottest GPU *reported* (includes the injected GPU-sensor faults:
     /// a drifting or stuck GPU sensor is in that maximum, so this is not a model error alone), K.
     pub hottest_gpu_mae_reported_k: f64,
+    /// Hottest-GPU MAE one plant step ahead at the load of the moment, against the true die: the
+    /// model's own error, without the load's change over 15 minutes (which the 15-minute figure
+    /// also carries), K.
+    pub hottest_gpu_mae_next_step_k: f64,
     /// Site IT forecast skill at 15 min.
     pub forecast_skill_15min: f64,
     /// Site IT forecast skill at 1 h.
@@ -216,6 +220,8 @@ struct Trace {
     busy: Vec<f64>,
     /// (index, predicted hottest GPU at index + 15 min)
     hot_pred: Vec<(usize, f64)>,
+    /// (index, predicted hottest GPU one step later at the load of the moment)
+    hot_next: Vec<(usize, f64)>,
     /// Sums of (predicted, metered) rest-of-cooling and other overhead, kW, and their count.
     parts: [f64; 5],
     /// Per scored step (aligned with `fac_pred_kw`): predicted − metered rest-of-cooling, other
@@ -360,6 +366,8 @@ fn simulate(
                 };
                 let out = cal_model.simulate(&st, &vec![scale; h15], dt, &cand);
                 tr.hot_pred.push((tr.t_s.len() + h15, out.hottest_gpu_end_c));
+                let next = cal_model.simulate(&st, &[1.0], dt, &cand);
+                tr.hot_next.push((tr.t_s.len() + 1, next.hottest_gpu_end_c));
             }
         } else if !learn_fac && k >= score_k {
             tr.fac_pred_kw.push(f64::NAN);
@@ -555,6 +563,13 @@ pub fn eval(
         .filter(|(p, a)| p.is_finite() && a.is_finite())
         .collect();
     let hottest_gpu_mae_true_k = hot.iter().map(|(p, a)| (p - a).abs()).sum::<f64>() / hot.len().max(1) as f64;
+    let next: Vec<(f64, f64)> = t
+        .hot_next
+        .iter()
+        .filter_map(|&(j, p)| t.gpu_max_true_c.get(j).map(|&a| (p, a)))
+        .filter(|(p, a)| p.is_finite() && a.is_finite())
+        .collect();
+    let hottest_gpu_mae_next_step_k = next.iter().map(|(p, a)| (p - a).abs()).sum::<f64>() / next.len().max(1) as f64;
     let hot_m: Vec<(f64, f64)> = t
         .hot_pred
         .iter()
@@ -704,6 +719,9 @@ pub fn eval(
             rack_it_kw: test.twin.estimate().racks.iter().map(|r| r.it_kw.value).collect(),
             rack_pmax_w: vec![test.twin.nameplate().gpu_tdp_w * 0.9; test.twin.nameplate().topo.racks.len()],
             cdu_supply_c: test.twin.estimate().cdus.iter().map(|c| c.supply_c.value).collect(),
+            // The offset-free path is timed too: every rack has a reading now.
+            cdu_flow_frac: vec![1.0; test.twin.nameplate().topo.cdus.len()],
+            rack_gpu_max_c: vec![70.0; test.twin.nameplate().topo.racks.len()],
             dry_bulb_c: 25.0,
             wet_bulb_c: 20.0,
         };
@@ -754,6 +772,7 @@ pub fn eval(
         pue_mae,
         hottest_gpu_mae_k: hottest_gpu_mae_true_k,
         hottest_gpu_mae_reported_k: hottest_gpu_mae_k,
+        hottest_gpu_mae_next_step_k,
         forecast_skill_15min: s15.map_or(f64::NAN, |s| s.skill),
         forecast_skill_1h: s60.map_or(f64::NAN, |s| s.skill),
         seasonal_naive_skill_1h: s60.map_or(f64::NAN, |s| 1.0 - s.mae_seasonal_naive / s.mae_persistence),

@@ -10,7 +10,7 @@
 //! the trim chiller): heat-rejection + facility-pump + chiller power, and the rest of the
 //! facility overhead (electrical losses, air handling, misc).
 
-use crate::estimate::{thermal_features, Twin};
+use crate::estimate::{thermal_features, EstQuality, Twin};
 use crate::regress::{LinearFit, Samples};
 use coolplane_core::signals::{Measurements, Quality};
 use serde::{Deserialize, Serialize};
@@ -146,6 +146,11 @@ pub struct HallState {
     pub rack_pmax_w: Vec<f64>,
     /// Per CDU: supply temperature now, °C.
     pub cdu_supply_c: Vec<f64>,
+    /// Per CDU: secondary flow now, fraction of design (empty or NaN: unknown).
+    pub cdu_flow_frac: Vec<f64>,
+    /// Per rack: its hottest GPU now from the sensors the twin finds plausible, °C (empty or NaN:
+    /// unknown, and the rack's prediction is its fit alone).
+    pub rack_gpu_max_c: Vec<f64>,
     /// Outdoor dry-bulb, °C.
     pub dry_bulb_c: f64,
     /// Outdoor wet-bulb, °C.
@@ -188,6 +193,10 @@ pub struct HallModel {
 /// 2–3×, and it changed the Alibaba pods' hottest-GPU MAE from 16.7 to 11.7 K before the
 /// median-outlier rule below, which was measured only with this 200 K bound).
 const MAX_RISE_AT_TDP_K: f64 = 200.0;
+
+/// Largest present error of a rack fit carried over a what-if horizon, K: beyond it the reading
+/// or the fit is grossly wrong, and the correction stops there.
+pub const MAX_RACK_OFFSET_K: f64 = 20.0;
 
 /// Whether a rack's thermal fit `T − T_supply = f₀ + f₁·P + f₂·P·q^−0.8` stays physical for GPUs
 /// of `tdp_w`: an offset within ±30 K and a die-to-coolant resistance `f₁ + f₂·q^−0.8` that is
@@ -316,7 +325,28 @@ impl HallModel {
 
     /// Simulate `load_scale.len()` steps of `dt_s` (the load scale multiplies the present IT
     /// power; take it from the load forecast) under a candidate.
+    ///
+    /// Offset-free: where the state gives a rack's hottest GPU now, the rack's prediction is that
+    /// temperature plus the change its fit predicts (from the present load, flow and supply to
+    /// the candidate's), i.e. the fit's present error (at most ± [`MAX_RACK_OFFSET_K`]) is carried
+    /// over the horizon: a fit learned from a narrow load band keeps its slopes for the response
+    /// to a candidate, not its offset.
     pub fn simulate(&self, st: &HallState, load_scale: &[f64], dt_s: f64, cand: &Candidate) -> Outcome {
+        let nr = self.rack_fit.len();
+        let offset: Vec<f64> = (0..nr)
+            .map(|r| {
+                let t_now = st.rack_gpu_max_c.get(r).copied().unwrap_or(f64::NAN);
+                let c = self.rack_cdu[r];
+                let q_now = st.cdu_flow_frac.get(c).copied().unwrap_or(f64::NAN);
+                let (sup_now, p_now) = (st.cdu_supply_c[c], st.rack_pmax_w[r]);
+                if !(t_now.is_finite() && q_now.is_finite() && sup_now.is_finite() && p_now.is_finite()) {
+                    return 0.0;
+                }
+                let f = &self.rack_fit[r];
+                let x = thermal_features(p_now, q_now * self.rack_design_flow[r], self.rack_design_flow[r]);
+                (t_now - (sup_now + f[0] + f[1] * x[0] + f[2] * x[1])).clamp(-MAX_RACK_OFFSET_K, MAX_RACK_OFFSET_K)
+            })
+            .collect();
         let nc = self.cdu_pump_kw.len();
         let mut sup = [0.0f64; 64];
         let mut sup_v: Vec<f64>;
@@ -355,7 +385,7 @@ impl HallModel {
                     cand.cdu_flow_frac * self.rack_design_flow[r],
                     self.rack_design_flow[r],
                 );
-                let t = sup[self.rack_cdu[r]] + f[0] + f[1] * x[0] + f[2] * x[1];
+                let t = sup[self.rack_cdu[r]] + f[0] + f[1] * x[0] + f[2] * x[1] + offset[r];
                 hot = hot.max(t);
             }
             out.hottest_gpu_c = out.hottest_gpu_c.max(hot);
@@ -403,6 +433,23 @@ pub fn hall_state(twin: &Twin, m: &Measurements) -> HallState {
             .collect(),
         rack_pmax_w,
         cdu_supply_c: est.cdus.iter().map(|c| c.supply_c.value).collect(),
+        cdu_flow_frac: est
+            .cdus
+            .iter()
+            .zip(&np.cdu_design_flow_lpm)
+            .map(|(c, d)| c.flow_lpm.value / d)
+            .collect(),
+        rack_gpu_max_c: est
+            .racks
+            .iter()
+            .map(|r| {
+                if r.gpu_max_c.quality == EstQuality::Measured {
+                    r.gpu_max_c.value
+                } else {
+                    f64::NAN
+                }
+            })
+            .collect(),
         dry_bulb_c: m.facilities.first().map_or(f64::NAN, |f| f.outdoor_dry_bulb_c.value),
         wet_bulb_c: m.facilities.first().map_or(f64::NAN, |f| f.outdoor_wet_bulb_c.value),
     }
@@ -431,5 +478,68 @@ mod plausibility_tests {
         assert!(plausible_rack_fit(&[0.0, 0.19, 0.0], 1000.0));
         assert!(plausible_rack_fit(&[0.0, 1.9, 0.0], 100.0));
         assert!(!plausible_rack_fit(&[0.0, 2.1, 0.0], 100.0));
+    }
+}
+
+#[cfg(test)]
+mod offset_free_tests {
+    use super::*;
+
+    /// One rack on one CDU, a fit 8 K too cold at the present load (0.02 K/W at design flow).
+    fn model() -> HallModel {
+        HallModel {
+            rack_cdu: vec![0],
+            rack_fit: vec![[2.0, 0.008, 0.012]],
+            rack_design_flow: vec![100.0],
+            cdu_pump_kw: vec![[0.0, 0.0]],
+            fac: None,
+            supply_tau_s: 1e-6,
+            gpu_share: 0.8,
+        }
+    }
+
+    fn state(measured: Option<f64>) -> HallState {
+        HallState {
+            rack_it_kw: vec![80.0],
+            rack_pmax_w: vec![1000.0],
+            cdu_supply_c: vec![40.0],
+            cdu_flow_frac: vec![1.0],
+            rack_gpu_max_c: measured.into_iter().collect(),
+            dry_bulb_c: 20.0,
+            wet_bulb_c: 15.0,
+        }
+    }
+
+    fn cand(supply_c: f64, flow: f64) -> Candidate {
+        Candidate {
+            cdu_supply_c: supply_c,
+            cdu_flow_frac: flow,
+            facility_supply_c: 30.0,
+            gpu_cap_w: 1000.0,
+        }
+    }
+
+    #[test]
+    fn a_rack_reading_carries_the_fits_present_error_and_keeps_its_slopes() {
+        let m = model();
+        // The fit alone: 40 + 2 + 20 = 62 °C at the present candidate.
+        let fit_only = m.simulate(&state(None), &[1.0], 60.0, &cand(40.0, 1.0));
+        assert!((fit_only.hottest_gpu_end_c - 62.0).abs() < 1e-9, "{fit_only:?}");
+        // The rack reads 70 °C now: the present candidate predicts 70, not 62 ...
+        let now = m.simulate(&state(Some(70.0)), &[1.0], 60.0, &cand(40.0, 1.0));
+        assert!((now.hottest_gpu_end_c - 70.0).abs() < 1e-9, "{now:?}");
+        // ... and a candidate 3 K colder with 30 % less flow moves it as the fit says.
+        let other = cand(37.0, 0.7);
+        let d_fit = m.simulate(&state(None), &[1.0], 60.0, &other).hottest_gpu_end_c - 62.0;
+        let d_anchored = m.simulate(&state(Some(70.0)), &[1.0], 60.0, &other).hottest_gpu_end_c - 70.0;
+        assert!((d_fit - d_anchored).abs() < 1e-9, "{d_fit} vs {d_anchored}");
+        let expected = -3.0 + 0.012 * 1000.0 * (0.7f64.powf(-0.8) - 1.0);
+        assert!((d_fit - expected).abs() < 1e-9, "{d_fit} vs {expected}");
+        // A grossly wrong reading moves the prediction by at most the bound.
+        let wild = m.simulate(&state(Some(400.0)), &[1.0], 60.0, &cand(40.0, 1.0));
+        assert!(
+            (wild.hottest_gpu_end_c - (62.0 + MAX_RACK_OFFSET_K)).abs() < 1e-9,
+            "{wild:?}"
+        );
     }
 }
