@@ -46,6 +46,11 @@ pub struct BenchArgs {
     /// Hours of controller ticks to time after the learning day (`--controller`).
     #[arg(long, default_value_t = 6.0)]
     hours: f64,
+    /// With `--controller`: cut the site budget, unannounced, to this fraction of the facility
+    /// power metered at the end of the learning day, for all the timed hours (the fast budget
+    /// loop then sheds and holds every tick; 0.9 is a 10 % cut).
+    #[arg(long)]
+    cut_frac: Option<f64>,
 }
 
 /// Percentile of a sorted slice.
@@ -58,10 +63,16 @@ fn pct(sorted: &[f64], p: f64) -> f64 {
 
 /// Controller tick times with a policy: a day of learning (not timed), then `hours` of ticks
 /// timed one by one; plan ticks (the optimiser's) reported apart.
-fn controller_bench(policy: &str, site_name: &str, hours: f64, dt: f64) -> Result<()> {
+fn controller_bench(policy: &str, site_name: &str, hours: f64, dt: f64, cut_frac: Option<f64>) -> Result<()> {
+    if let Some(f) = cut_frac {
+        if !(f.is_finite() && f > 0.0 && f <= 1.0) {
+            anyhow::bail!("--cut-frac {f}: must be within (0, 1]");
+        }
+    }
     let site = builtin_site(site_name)?;
     let mut plant = Plant::new(&site, 1)?;
     let gpus = plant.topology().gpu_count as u32;
+    let site_tdp_w = site.gpu.tdp_w as f32 - 0.5;
     let learn = 86_400.0;
     let horizon = learn + hours * 3600.0 + dt;
     let workload = WorkloadModel::synthetic(&SyntheticWorkload::default(), gpus, horizon, 1);
@@ -76,8 +87,20 @@ fn controller_bench(policy: &str, site_name: &str, hours: f64, dt: f64) -> Resul
     let (mut all, mut plan_ticks, mut other) = (Vec::new(), Vec::new(), Vec::new());
     let (mut plant_s, mut ctl_s) = (0.0, 0.0);
     let mut advice = None;
+    let mut cut = None;
+    let mut capped_ticks = 0usize;
     for k in 0..steps {
         let t = k as f64 * dt;
+        if let (Some(f), None, true) = (cut_frac, cut, t >= learn) {
+            let facility_kw = plant.measurements().meter.facility_power_kw.value;
+            let budget_kw = f * facility_kw;
+            plant.schedule_fault(coolplane_sim_plant::faults::ScheduledFault {
+                start_s: t,
+                end_s: None,
+                fault: coolplane_sim_plant::faults::FaultKind::BudgetCut { budget_kw },
+            });
+            cut = Some((budget_kw, facility_kw));
+        }
         cluster.advance(t, &workload, &mut plant, advice.as_ref());
         let t0 = Instant::now();
         let actions = ctl.tick(t, plant.measurements());
@@ -85,6 +108,9 @@ fn controller_bench(policy: &str, site_name: &str, hours: f64, dt: f64) -> Resul
         let planned = !ctl.take_plans().is_empty();
         if actions.placement.is_some() {
             advice = actions.placement.clone();
+        }
+        if t >= learn && plant.measurements().gpus.power_limit_w.iter().any(|&w| w < site_tdp_w) {
+            capped_ticks += 1;
         }
         let t1 = Instant::now();
         plant.step(dt, &weather.sample(t), &actions);
@@ -125,6 +151,13 @@ fn controller_bench(policy: &str, site_name: &str, hours: f64, dt: f64) -> Resul
         ms(&other, 0.5),
         ms(&other, 0.99)
     );
+    if let Some((budget_kw, facility_kw)) = cut {
+        println!(
+            "  budget cut, unannounced, at the first timed tick to {budget_kw:.0} kW ({:.0} % of the {facility_kw:.0} kW metered then): GPU caps in force in {capped_ticks} of {} ticks",
+            100.0 * budget_kw / facility_kw,
+            all.len()
+        );
+    }
     println!(
         "  compute-time ratio (controller time / simulated time): {:.2e}; controller / plant step time: {:.2}",
         ctl_s / (all.len() as f64 * dt),
@@ -211,7 +244,7 @@ pub fn run(a: &BenchArgs) -> Result<()> {
         return crate::wire_bench::run(a.samples);
     }
     if let Some(p) = &a.controller {
-        return controller_bench(p, &a.site, a.hours, a.step);
+        return controller_bench(p, &a.site, a.hours, a.step, a.cut_frac);
     }
     if let Some(n) = a.map_points {
         let text = coolplane_adapters::regmap::generated_map_toml(n);

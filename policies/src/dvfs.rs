@@ -329,11 +329,24 @@ impl BudgetGovernor {
             1.0
         };
         let target_w = budget_w * (1.0 - self.cfg.margin_frac);
+        let excess_w = facility_w - target_w;
+        // Under the target with nothing shed and every cap it sent lifted: nothing to decide (the
+        // per-GPU work below is skipped; it is most ticks of most days).
+        if self.shed_w == 0.0 && excess_w <= 0.0 && self.sent.iter().all(|&c| c == tdp as f32) {
+            self.status = GovernorStatus {
+                active: false,
+                budget_kw: budget_w / 1e3,
+                facility_kw: facility_w / 1e3,
+                shed_kw: 0.0,
+                gpus_capped: 0,
+                work_lost_pct: 0.0,
+            };
+            return out;
+        }
 
         // Demand per GPU: what it draws when no cap holds it; the model's demand (static power at
         // its die temperature + utilisation × dynamic range) when it draws at its limit.
         let (gpus, shed_in_force) = demands(&self.gpu, m);
-        let excess_w = facility_w - target_w;
         // Over the target, each facility watt is taken as one GPU watt: in the seconds that
         // count only the IT load and its electrical losses fall (cooling follows over minutes),
         // so dividing by the average facility/IT would shed too little and stay over. Under
