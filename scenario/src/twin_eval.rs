@@ -556,27 +556,18 @@ pub fn eval(
     for m in &mut part_mae {
         *m /= part_n.max(1) as f64;
     }
-    let hot: Vec<(f64, f64)> = t
-        .hot_pred
-        .iter()
-        .filter_map(|&(j, p)| t.gpu_max_true_c.get(j).map(|&a| (p, a)))
-        .filter(|(p, a)| p.is_finite() && a.is_finite())
-        .collect();
-    let hottest_gpu_mae_true_k = hot.iter().map(|(p, a)| (p - a).abs()).sum::<f64>() / hot.len().max(1) as f64;
-    let next: Vec<(f64, f64)> = t
-        .hot_next
-        .iter()
-        .filter_map(|&(j, p)| t.gpu_max_true_c.get(j).map(|&a| (p, a)))
-        .filter(|(p, a)| p.is_finite() && a.is_finite())
-        .collect();
-    let hottest_gpu_mae_next_step_k = next.iter().map(|(p, a)| (p - a).abs()).sum::<f64>() / next.len().max(1) as f64;
-    let hot_m: Vec<(f64, f64)> = t
-        .hot_pred
-        .iter()
-        .filter_map(|&(j, p)| t.gpu_max_meas_c.get(j).map(|&a| (p, a)))
-        .filter(|(p, a)| p.is_finite() && a.is_finite())
-        .collect();
-    let hottest_gpu_mae_k = hot_m.iter().map(|(p, a)| (p - a).abs()).sum::<f64>() / hot_m.len().max(1) as f64;
+    // Mean absolute error of (index, prediction) pairs against a series, where both are finite.
+    let mae = |pred: &[(usize, f64)], actual: &[f64]| {
+        let (sum, n) = pred
+            .iter()
+            .filter_map(|&(j, p)| actual.get(j).map(|&a| (p, a)))
+            .filter(|(p, a)| p.is_finite() && a.is_finite())
+            .fold((0.0, 0usize), |(s, n), (p, a)| (s + (p - a).abs(), n + 1));
+        sum / n.max(1) as f64
+    };
+    let hottest_gpu_mae_true_k = mae(&t.hot_pred, &t.gpu_max_true_c);
+    let hottest_gpu_mae_next_step_k = mae(&t.hot_next, &t.gpu_max_true_c);
+    let hottest_gpu_mae_k = mae(&t.hot_pred, &t.gpu_max_meas_c);
     // Forecast skill on the scored part of the test run.
     let jobs_test = test_sc.workload.jobs().to_vec();
     let exo_test = |k: usize, h: usize| Exogenous {
