@@ -51,8 +51,9 @@ pub struct ControllerConfig {
     pub deadband_lpm: f64,
     /// A ramp moves a setpoint at most once in this many seconds, by up to its rate times the
     /// time since its last move (EEPROM wear: a 1 K/min ramp at 5 s ticks writes once a minute,
-    /// not twelve times). The thermal guard's moves (colder supply, full flow) and flow increases
-    /// are not held, s.
+    /// not twelve times). The thermal guard's moves (colder supply, full flow), flow increases and
+    /// a facility setpoint following its CDUs' approach are not held. At most 120 s (one step of
+    /// a ramp is at most its rate times this), s.
     pub ramp_hold_s: f64,
     /// Period of the slow (cooling setpoint) loop, s.
     pub slow_period_s: f64,
@@ -97,7 +98,7 @@ impl ControllerConfig {
         ("facility_rate_k_per_min", 0.0, 10.0, false),
         ("deadband_k", 0.0, 2.0, true),
         ("deadband_lpm", 0.0, 500.0, true),
-        ("ramp_hold_s", 0.0, 900.0, true),
+        ("ramp_hold_s", 0.0, 120.0, true),
         ("slow_period_s", 1.0, 3_600.0, true),
         ("tank_guard_frac", 0.1, 0.99, true),
         ("emergency_margin_k", 0.25, 30.0, true),
@@ -687,10 +688,10 @@ impl Controller {
             f = f.max(cur.flow_lpm - self.cfg.flow_down_rate_frac_per_min * l.flow_design_lpm * f_span);
             let s = (s * 10.0).round() / 10.0;
             let f = f.round();
-            if s != cur.supply_c {
+            if s != cur.supply_c && now_s.is_finite() {
                 self.supply_moved_s[c] = now_s;
             }
-            if f != cur.flow_lpm {
+            if f != cur.flow_lpm && now_s.is_finite() {
                 self.flow_moved_s[c] = now_s;
             }
             self.commanded.cdus[c] = coolplane_policies::CduSetpoint {
@@ -752,7 +753,8 @@ impl Controller {
                 }
             }
             // Held like the CDU ramps, except while a CDU of the hall is under the thermal guard
-            // or the facility water is warmer than its approach below the coldest CDU allows.
+            // or the facility water is warmer than its approach below the coldest CDU allows
+            // (a CDU's 1 K step down is then followed in the same tick, not a tick at a time).
             let cur = self.commanded.facilities[h];
             let urgent = coldest - 2.0 < cur || self.topo.halls[h].cdus.clone().any(|c| self.cdu_guard[c]);
             let span = ramp_span_min(now_s, self.facility_moved_s[h], dt, self.cfg.ramp_hold_s, urgent);
@@ -761,7 +763,7 @@ impl Controller {
                 .clamp(l.supply_min_c, l.supply_max_c)
                 .clamp(cur - step, cur + step);
             let s = (s * 10.0).round() / 10.0;
-            if s != cur {
+            if s != cur && now_s.is_finite() {
                 self.facility_moved_s[h] = now_s;
             }
             self.commanded.facilities[h] = s;
@@ -1060,20 +1062,27 @@ fn reported_limit(image: &Measurements, g: usize) -> Option<f32> {
     image.gpus.power_limit_w.get(g).copied().filter(|x| x.is_finite())
 }
 
-/// Minutes of rate budget a ramp has this tick: none while its last move is less than `hold_s`
-/// old (within half a tick, so jittery ticks of the hold's length still move every tick), else
-/// the time since that move, capped at the hold (or at the tick, if longer): moves of at most
-/// rate × hold, at most once per hold. `urgent` ramps move every tick by rate × tick.
+/// Minutes of rate budget a ramp has this tick. A ramp moves at most once per `hold_s` (1 s of
+/// slack for jittery ticks), by at most its rate times the time since its last move, and that
+/// time counts at most one move period (the hold rounded up to whole ticks: 60 s at 5 s or 60 s
+/// ticks, 80 s at 40 s ticks), so a ramp idle for an hour still moves one step, not a jump.
+/// `urgent` ramps are not held (they move every tick, by the same budget). A clock that is not a
+/// number or runs backwards gives no budget.
 fn ramp_span_min(now_s: f64, moved_s: f64, dt_s: f64, hold_s: f64, urgent: bool) -> f64 {
     let since = now_s - moved_s;
-    let span_s = if urgent {
-        dt_s
-    } else if since + 0.5 * dt_s + 1e-6 < hold_s {
-        0.0
+    if !since.is_finite() || since <= 0.0 {
+        return 0.0;
+    }
+    let slack = (0.5 * dt_s).min(1.0);
+    if !urgent && since + slack < hold_s {
+        return 0.0;
+    }
+    let period = if dt_s > 0.0 {
+        dt_s * ((hold_s - slack).max(0.0) / dt_s).ceil().max(1.0)
     } else {
-        since.min(hold_s.max(dt_s))
+        hold_s
     };
-    span_s.max(0.0) / 60.0
+    since.min(period.max(dt_s)) / 60.0
 }
 
 /// A setpoint is written when the device's read-back value is unknown (NaN) or differs from the
@@ -1324,6 +1333,50 @@ mod tests {
             assert_eq!(a.cdus[0].supply_temp_setpoint_c, Some(now));
             before = now;
         }
+    }
+
+    #[test]
+    fn the_facility_setpoint_follows_a_cdu_step_in_the_same_tick_when_the_approach_binds() {
+        let (mut c, topo) = ctl("vendor-default");
+        let (cdu0, fac0) = (c.setpoints().cdus[0].supply_c, c.setpoints().facilities[0]);
+        // Warm the facility water to 0.1 K under its approach limit (coldest CDU − 2 K).
+        let near = cdu0 - 2.1;
+        c.set_operator_setpoint(OperatorPoint::FacilitySupply(0), Some(near), 0.0)
+            .unwrap();
+        let mut t = 0.0;
+        let mut in_force = (cdu0, fac0);
+        let tick = |c: &mut Controller, t: f64, in_force: &mut (f64, f64)| {
+            let mut img = image(&topo, t, 70.0);
+            img.cdus[0].supply_setpoint_c = Reading::good(in_force.0, t);
+            img.facilities[0].supply_setpoint_c = Reading::good(in_force.1, t);
+            let a = c.tick(t, &img);
+            if let Some(s) = a.cdus[0].supply_temp_setpoint_c {
+                in_force.0 = s;
+            }
+            if let Some(s) = a.facilities[0].supply_temp_setpoint_c {
+                in_force.1 = s;
+            }
+            a
+        };
+        while t < 900.0 {
+            tick(&mut c, t, &mut in_force);
+            t += 5.0;
+        }
+        assert!((c.setpoints().facilities[0] - near).abs() < 1e-9, "{:?}", c.setpoints());
+        // Now CDU 0 goes 3 K colder: each of its 1 K steps is followed by the facility water in the
+        // same tick, one write each, never outside the approach.
+        c.set_operator_setpoint(OperatorPoint::CduSupply(0), Some(cdu0 - 3.0), t)
+            .unwrap();
+        let mut fac_writes = 0;
+        while t < 1200.0 {
+            let a = tick(&mut c, t, &mut in_force);
+            fac_writes += a.facilities[0].supply_temp_setpoint_c.is_some() as usize;
+            let sp = c.setpoints();
+            assert!(sp.facilities[0] <= sp.cdus[0].supply_c - 2.0 + 1e-9, "t {t}: {sp:?}");
+            t += 5.0;
+        }
+        assert_eq!(c.setpoints().cdus[0].supply_c, cdu0 - 3.0);
+        assert!(fac_writes <= 3, "{fac_writes} facility writes for three CDU steps");
     }
 
     #[test]

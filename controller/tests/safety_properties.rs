@@ -248,10 +248,11 @@ fn check_sequence(site_name: &str, ticks: &[Tick]) -> Result<(), TestCaseError> 
     let mut c = Controller::new(&site, Box::new(Scripted(queue.clone())), cfg);
     let mut now = 1000.0;
     // When each ramp last moved (the controller holds a ramp for `ramp_hold_s` after a move,
-    // then moves it by at most its rate times the time since, capped at the hold or the tick).
+    // then moves it by at most its rate times the time since, which counts at most the hold
+    // rounded up to whole ticks, so less than hold + tick).
     let (n_cdu, n_hall) = (topo.cdus.len(), topo.halls.len());
     let (mut supply_moved, mut flow_moved, mut fac_moved) = (vec![0.0; n_cdu], vec![0.0; n_cdu], vec![0.0; n_hall]);
-    let span_min = |moved: f64, now: f64, dt: f64| (now - moved).min(cfg.ramp_hold_s.max(dt)) / 60.0;
+    let span_min = |moved: f64, now: f64, dt: f64| (now - moved).min(cfg.ramp_hold_s + dt) / 60.0;
     for (k, t) in ticks.iter().enumerate() {
         now += t.dt;
         if k == 0 {

@@ -164,7 +164,7 @@ pub fn table(r: &EvalReport) -> String {
         (
             "… one step ahead at the load of the moment (K)",
             f(r.hottest_gpu_mae_next_step_k, 2),
-            "(the model alone)",
+            "(anchored to the present readings)",
         ),
         (
             "… vs hottest reported, faulty GPU sensors included (K)",

@@ -89,9 +89,10 @@ pub struct EvalReport {
     /// The same against the hottest GPU *reported* (includes the injected GPU-sensor faults:
     /// a drifting or stuck GPU sensor is in that maximum, so this is not a model error alone), K.
     pub hottest_gpu_mae_reported_k: f64,
-    /// Hottest-GPU MAE one plant step ahead at the load of the moment, against the true die: the
-    /// model's own error, without the load's change over 15 minutes (which the 15-minute figure
-    /// also carries), K.
+    /// Hottest-GPU MAE one plant step ahead at the load of the moment, against the true die:
+    /// without the load's change over 15 minutes (which the 15-minute figure also carries). With
+    /// the offset-free what-if it is mostly the error of the present reading it is anchored to
+    /// (the hottest reported die of each rack), K.
     pub hottest_gpu_mae_next_step_k: f64,
     /// Site IT forecast skill at 15 min.
     pub forecast_skill_15min: f64,

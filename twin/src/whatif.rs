@@ -147,9 +147,11 @@ pub struct HallState {
     /// Per CDU: supply temperature now, °C.
     pub cdu_supply_c: Vec<f64>,
     /// Per CDU: secondary flow now, fraction of design (empty or NaN: unknown).
+    #[serde(default)]
     pub cdu_flow_frac: Vec<f64>,
     /// Per rack: its hottest GPU now from the sensors the twin finds plausible, °C (empty or NaN:
     /// unknown, and the rack's prediction is its fit alone).
+    #[serde(default)]
     pub rack_gpu_max_c: Vec<f64>,
     /// Outdoor dry-bulb, °C.
     pub dry_bulb_c: f64,
