@@ -15,7 +15,9 @@
 //!   every power limit within the GPU's cap range;
 //! * `setpoint-rate`: a written CDU or facility supply setpoint never lies further from the
 //!   setpoint the device works to at that moment than the controller's rate limit allows over
-//!   one tick (a restarted controller and a device back from its local fallback included);
+//!   the time since that setpoint was last moved by a write, counted over at most the
+//!   controller's ramp hold plus one tick (a restarted controller and a device back from its
+//!   local fallback included);
 //! * `no-raise-on-stale`: while telemetry is stale, no power limit above the one last sent to
 //!   the GPU (the limit in force; the image's copy is as old as the rest of the data);
 //! * `energy-ledger`: the plant's energy ledger closes within [`ENERGY_LEDGER_TOLERANCE_PCT`].
@@ -367,6 +369,11 @@ struct TickChecker {
     cdu_in_force: Vec<f64>,
     /// Facility supply setpoint each hall works to before this tick's writes, °C.
     fac_in_force: Vec<f64>,
+    /// The controller's ramp hold, s: a ramp's move counts at most this plus one tick.
+    ramp_hold_s: f64,
+    /// Plant time each CDU's / hall's supply setpoint was last moved by a write, s.
+    cdu_moved_s: Vec<f64>,
+    fac_moved_s: Vec<f64>,
     /// Plant time of the previous tick, s.
     last_t: Option<f64>,
     /// Power limit last sent to each GPU, W.
@@ -423,13 +430,17 @@ impl TickChecker {
                     );
                 }
                 let prev = self.cdu_in_force[c];
+                let span_s = (t - self.cdu_moved_s[c]).min(self.ramp_hold_s + tick_s);
                 // 0.05 K: the setpoint is rounded to 0.1 K after the rate limit.
-                let allowed = self.supply_rate_k_per_min * tick_s / 60.0 + 0.05 + TOL;
+                let allowed = self.supply_rate_k_per_min * span_s / 60.0 + 0.05 + TOL;
                 if !prev.is_nan() && !((s - prev).abs() <= allowed) {
                     out(
                         "setpoint-rate",
-                        format!("CDU {c} supply setpoint in force {prev} °C, written {s} °C (at most {allowed:.2} K a tick)"),
+                        format!("CDU {c} supply setpoint in force {prev} °C, written {s} °C (at most {allowed:.2} K over the {span_s:.0} s since its last move)"),
                     );
+                }
+                if !(s == prev) {
+                    self.cdu_moved_s[c] = t;
                 }
             }
             if let Some(f) = cmd.flow_setpoint_lpm {
@@ -458,14 +469,18 @@ impl TickChecker {
                 );
             }
             let prev = self.fac_in_force[h];
-            let allowed = self.facility_rate_k_per_min * tick_s / 60.0 + 0.05 + TOL;
+            let span_s = (t - self.fac_moved_s[h]).min(self.ramp_hold_s + tick_s);
+            let allowed = self.facility_rate_k_per_min * span_s / 60.0 + 0.05 + TOL;
             if !prev.is_nan() && !((s - prev).abs() <= allowed) {
                 out(
                     "setpoint-rate",
                     format!(
-                        "hall {h} facility setpoint in force {prev} °C, written {s} °C (at most {allowed:.2} K a tick)"
+                        "hall {h} facility setpoint in force {prev} °C, written {s} °C (at most {allowed:.2} K over the {span_s:.0} s since its last move)"
                     ),
                 );
+            }
+            if !(s == prev) {
+                self.fac_moved_s[h] = t;
             }
         }
         let gpu_stale = !(t - img.gpus.t_s <= self.stale_after_s);
@@ -556,6 +571,9 @@ pub fn run_schedule(seed: u64, opts: &CampaignOptions, schedule: Schedule) -> Re
         facility_rate_k_per_min: opts.controller.facility_rate_k_per_min,
         cdu_in_force: vec![f64::NAN; topo.cdus.len()],
         fac_in_force: vec![f64::NAN; topo.halls.len()],
+        ramp_hold_s: opts.controller.ramp_hold_s,
+        cdu_moved_s: vec![f64::NEG_INFINITY; topo.cdus.len()],
+        fac_moved_s: vec![f64::NEG_INFINITY; topo.halls.len()],
         last_t: None,
         last_limit: vec![site.gpu.tdp_w as f32; topo.gpu_count],
         stale_ticks: 0,
@@ -844,6 +862,9 @@ mod tests {
             facility_rate_k_per_min: 1.0,
             cdu_in_force: vec![f64::NAN; topo.cdus.len()],
             fac_in_force: vec![f64::NAN; topo.halls.len()],
+            ramp_hold_s: 60.0,
+            cdu_moved_s: vec![f64::NEG_INFINITY; topo.cdus.len()],
+            fac_moved_s: vec![f64::NEG_INFINITY; topo.halls.len()],
             last_t: None,
             last_limit: vec![tdp; topo.gpu_count],
             stale_ticks: 0,
