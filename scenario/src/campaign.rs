@@ -439,7 +439,8 @@ impl TickChecker {
                         format!("CDU {c} supply setpoint in force {prev} °C, written {s} °C (at most {allowed:.2} K over the {span_s:.0} s since its last move)"),
                     );
                 }
-                if !(s == prev) {
+                // A write that reaches no device (NaN in force) moves nothing.
+                if prev.is_finite() && s != prev {
                     self.cdu_moved_s[c] = t;
                 }
             }
@@ -479,7 +480,7 @@ impl TickChecker {
                     ),
                 );
             }
-            if !(s == prev) {
+            if prev.is_finite() && s != prev {
                 self.fac_moved_s[h] = t;
             }
         }
