@@ -246,6 +246,9 @@ pub fn run(a: &BenchArgs) -> Result<()> {
     if let Some(p) = &a.controller {
         return controller_bench(p, &a.site, a.hours, a.step, a.cut_frac);
     }
+    if a.cut_frac.is_some() {
+        anyhow::bail!("--cut-frac times the controller's budget loop: it needs --controller <policy>");
+    }
     if let Some(n) = a.map_points {
         let text = coolplane_adapters::regmap::generated_map_toml(n);
         let mut best = f64::INFINITY;
