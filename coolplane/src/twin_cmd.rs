@@ -62,6 +62,10 @@ pub struct EvalArgs {
     /// Step of the clean run, s.
     #[arg(long, default_value_t = 120.0)]
     clean_step: f64,
+    /// Error of the run times the scheduler expects, as the σ of a log-normal factor on each
+    /// job's true run time (0: it knows them; 0.5: typically off by a factor 1.6).
+    #[arg(long, default_value_t = 0.5)]
+    runtime_error: f64,
     /// Write predicted-vs-actual plots (PNG) into this directory (created if missing).
     #[arg(long)]
     out: Option<PathBuf>,
@@ -108,7 +112,14 @@ fn eval_cmd(a: &EvalArgs) -> Result<()> {
         clean_days: a.clean_days,
         clean_start_day: a.clean_start_day,
         clean_step_s: a.clean_step,
+        runtime_error: a.runtime_error,
     };
+    if !(a.runtime_error.is_finite() && (0.0..=3.0).contains(&a.runtime_error)) {
+        bail!(
+            "--runtime-error {}: must be within [0, 3] (a log-normal σ)",
+            a.runtime_error
+        );
+    }
     if !(a.clean_days == 0.0 || (a.clean_days.is_finite() && (2.0..=366.0).contains(&a.clean_days))) {
         bail!("--clean-days {}: must be 0 (skip) or within [2, 366]", a.clean_days);
     }
@@ -182,7 +193,17 @@ pub fn table(r: &EvalReport) -> String {
             f(r.seasonal_naive_skill_1h, 3),
             "(reference)",
         ),
+        (
+            "skill 1 h knowing the future busy GPUs",
+            f(r.forecast_skill_1h_known_busy, 3),
+            "(bound, not deployable)",
+        ),
         ("p90 coverage 1 h", f(r.p90_coverage_1h, 3), "≈ 0.9"),
+        (
+            "scheduler's run-time error (log-normal σ)",
+            f(r.runtime_error, 2),
+            "(assumed)",
+        ),
         ("sensor-fault precision", f(r.fault_precision, 3), "—"),
         ("sensor-fault recall", f(r.fault_recall, 3), "—"),
         (

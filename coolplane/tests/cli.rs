@@ -309,6 +309,8 @@ fn twin_eval_json_has_every_key_and_bad_input_is_named() {
         "hottest_gpu_mae_k",
         "forecast_skill_15min",
         "forecast_skill_1h",
+        "forecast_skill_1h_known_busy",
+        "runtime_error",
         "fault_precision",
         "fault_recall",
         "fouling_detect_days",
@@ -322,4 +324,7 @@ fn twin_eval_json_has_every_key_and_bad_input_is_named() {
     let bad = coolplane(&["twin", "eval", "--train-days", "1", "--quiet"]);
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("--train-days"));
+    let bad = coolplane(&["twin", "eval", "--runtime-error", "5", "--quiet"]);
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("--runtime-error"));
 }

@@ -9,7 +9,10 @@
 //!    the facility model and forecaster come from training. Scored: facility-power CV-RMSE and
 //!    NMBE (ASHRAE Guideline 14, hourly), PUE MAE (hourly), hottest-GPU MAE 15 min ahead (what-if
 //!    model under the setpoints in force and the load forecast), forecast skill, sensor-fault
-//!    precision and recall, maintenance false alarms.
+//!    precision and recall, maintenance false alarms. The forecaster is given the scheduler's
+//!    outlook ([`Cluster::outlook`]: its running jobs and queue replayed on the run times it
+//!    expects, off the truth by [`EvalOptions::runtime_error`]) and, as a bound, the true busy
+//!    count at the target time.
 //! 3. **fouling** (test climate, another seed): 20 % UA loss on CDU 0 from day 3; days until the
 //!    twin flags it.
 //!
@@ -64,6 +67,10 @@ pub struct EvalOptions {
     pub clean_start_day: f64,
     /// Step of the clean run, s (a year at 60 s is slow; the twin takes any step).
     pub clean_step_s: f64,
+    /// Error of the run times the scheduler expects (its duration predictor's, or its users'
+    /// estimates): each job's expected run time is its true one times `exp(σ·z)`, `z` standard
+    /// normal, seeded per job; this is σ (0: the scheduler knows every run time).
+    pub runtime_error: f64,
 }
 
 /// The scores.
@@ -94,12 +101,21 @@ pub struct EvalReport {
     /// the offset-free what-if it is mostly the error of the present reading it is anchored to
     /// (the hottest reported die of each rack), K.
     pub hottest_gpu_mae_next_step_k: f64,
+    /// The σ of the scheduler's run-time error the forecast was given ([`EvalOptions::runtime_error`]).
+    #[serde(default)]
+    pub runtime_error: f64,
     /// Site IT forecast skill at 15 min.
     pub forecast_skill_15min: f64,
     /// Site IT forecast skill at 1 h.
     pub forecast_skill_1h: f64,
     /// Skill of seasonal-naive at 1 h (for reference).
     pub seasonal_naive_skill_1h: f64,
+    /// Skill at 1 h of the same forecaster trained and tested with the *true* busy-GPU count at
+    /// the target time in place of the scheduler's outlook (every future arrival and end
+    /// known): not deployable, it bounds what any knowledge of the job mix can add; the rest of
+    /// the error is utilisation within the jobs.
+    #[serde(default)]
+    pub forecast_skill_1h_known_busy: f64,
     /// p90 coverage at 1 h.
     pub p90_coverage_1h: f64,
     /// Sensor-fault detection precision.
@@ -218,7 +234,10 @@ struct Trace {
     gpu_max_true_c: Vec<f64>,
     gpu_max_meas_c: Vec<f64>,
     dry_bulb_c: Vec<f64>,
+    /// GPUs busy (the cluster's count at each step).
     busy: Vec<f64>,
+    /// The scheduler's outlook at each step: GPUs it expects busy [`OUTLOOK_S`] ahead.
+    outlook: Vec<[f64; 3]>,
     /// (index, predicted hottest GPU at index + 15 min)
     hot_pred: Vec<(usize, f64)>,
     /// (index, predicted hottest GPU one step later at the load of the moment)
@@ -238,15 +257,60 @@ struct RunOut {
     score_k: usize,
 }
 
-/// Committed GPUs at `t + h` known at `t`: jobs arrived by `t`, still expected to run at `t + h`
-/// (start = arrival, the queue wait ignored: the scheduler's view, not the truth).
-fn committed(jobs: &[coolplane_sim_plant::workload::JobSpec], t: f64, th: f64) -> f64 {
-    let end = jobs.partition_point(|j| j.arrival_s <= t);
-    jobs[..end]
-        .iter()
-        .filter(|j| j.arrival_s + j.duration_s > th)
-        .map(|j| j.gpus as f64)
-        .sum()
+/// Horizons of the scheduler's outlook recorded each step, s.
+const OUTLOOK_S: [f64; 3] = [900.0, 3600.0, 4.0 * 3600.0];
+
+/// Each job's expected run time, as the scheduler knows it: the true one times `exp(σ·z)`, with
+/// `z` standard normal from a hash of the seed and the job (Box–Muller; no global RNG).
+fn expected_runtimes(jobs: &[coolplane_sim_plant::workload::JobSpec], sigma: f64, seed: u64) -> Vec<f64> {
+    let mix = |mut x: u64| {
+        x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        x ^ (x >> 31)
+    };
+    let unit = |x: u64| ((x >> 11) as f64 + 0.5) / (1u64 << 53) as f64;
+    jobs.iter()
+        .enumerate()
+        .map(|(i, j)| {
+            if sigma <= 0.0 {
+                return j.duration_s;
+            }
+            let a = mix(seed ^ mix(i as u64));
+            let b = mix(a);
+            let z = (-2.0 * unit(a).ln()).sqrt() * (2.0 * std::f64::consts::PI * unit(b)).cos();
+            j.duration_s * (sigma * z).exp()
+        })
+        .collect()
+}
+
+/// What is known at step `k` of a trace about step `k + h`: the weather forecast, and the
+/// scheduler's outlook (busy GPUs expected then, interpolated between its horizons) against
+/// the GPUs busy now.
+fn exogenous(tr: &Trace, k: usize, h: usize, dt: f64) -> Exogenous {
+    let busy = tr.busy.get(k).copied().unwrap_or(0.0);
+    let hs = h as f64 * dt;
+    let committed = tr.outlook.get(k).map_or(busy, |o| {
+        let mut prev = (0.0, busy);
+        for (&x, &y) in OUTLOOK_S.iter().zip(o) {
+            if hs <= x {
+                let w = (hs - prev.0) / (x - prev.0);
+                return prev.1 + w * (y - prev.1);
+            }
+            prev = (x, y);
+        }
+        prev.1
+    });
+    Exogenous {
+        dry_bulb_c: tr
+            .dry_bulb_c
+            .get(k + h)
+            .or(tr.dry_bulb_c.get(k))
+            .copied()
+            .unwrap_or(f64::NAN),
+        committed_gpus: committed,
+        busy_gpus_now: busy,
+    }
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -256,6 +320,7 @@ fn simulate(
     learn_fac: bool,
     forecaster: Option<&Forecaster>,
     weather_noise_seed: u64,
+    runtime_error: f64,
 ) -> Result<RunOut, EvalError> {
     let site = &sc.site;
     let dt = sc.spec.scenario.step_s;
@@ -283,6 +348,7 @@ fn simulate(
     let mut model: Option<HallModel> = None;
     let mut rng = weather_noise_seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     let jobs = sc.workload.jobs();
+    let expected = expected_runtimes(jobs, runtime_error, weather_noise_seed);
     for k in 0..steps {
         let t = k as f64 * dt;
         if k == score_k {
@@ -307,7 +373,9 @@ fn simulate(
         rng ^= rng << 17;
         let noise = ((rng >> 11) as f64 / (1u64 << 53) as f64 - 0.5) * 2.0 * 1.7;
         tr.dry_bulb_c.push(amb.dry_bulb_c + noise);
-        tr.busy.push(committed(jobs, t, t));
+        tr.busy.push(cluster.stats().busy_gpus as f64);
+        let o = cluster.outlook(t, jobs, &|j| expected.get(j).copied().unwrap_or(0.0), &OUTLOOK_S);
+        tr.outlook.push([o[0], o[1], o[2]]);
         if !learn_fac && k >= score_k && twin.calibrated() {
             let cal_model = model.get_or_insert_with(|| HallModel::from_twin(&twin, &fac));
             // Facility power predicted from IT, weather, setpoints and the calibrated pump curve.
@@ -352,10 +420,8 @@ fn simulate(
                 };
                 let scale = match forecaster {
                     Some(f) if k as f64 * dt >= 90_000.0 => {
-                        let fc = f.forecast(&tr.it_meter_kw, tr.it_meter_kw.len() - 1, t - dt, &|kk, hh| Exogenous {
-                            dry_bulb_c: tr.dry_bulb_c.get(kk + hh).copied().unwrap_or(tr.dry_bulb_c[kk]),
-                            committed_gpus: committed(jobs, kk as f64 * dt, (kk + hh) as f64 * dt),
-                            busy_gpus_now: tr.busy[kk],
+                        let fc = f.forecast(&tr.it_meter_kw, tr.it_meter_kw.len() - 1, t - dt, &|kk, hh| {
+                            exogenous(&tr, kk, hh, dt)
                         });
                         fc.first()
                             .copied()
@@ -483,18 +549,20 @@ pub fn eval(
         vec![],
         base,
     )?;
-    let train = simulate(&train_sc, FacilityModel::default(), true, None, o.seed)?;
+    let train = simulate(&train_sc, FacilityModel::default(), true, None, o.seed, o.runtime_error)?;
     let mut fac = train.fac;
     fac.fit().map_err(|e| EvalError::Fit(format!("facility model: {e}")))?;
     let dt = o.step_s;
-    let jobs_train = train_sc.workload.jobs().to_vec();
     let tt = &train.trace;
-    let exo_train = |k: usize, h: usize| Exogenous {
-        dry_bulb_c: tt.dry_bulb_c.get(k + h).copied().unwrap_or(tt.dry_bulb_c[k]),
-        committed_gpus: committed(&jobs_train, k as f64 * dt, (k + h) as f64 * dt),
-        busy_gpus_now: tt.busy[k],
-    };
+    let exo_train = |k: usize, h: usize| exogenous(tt, k, h, dt);
     let forecaster = Forecaster::train(&tt.it_meter_kw, dt, 0.0, &[900.0, 3600.0, 4.0 * 3600.0], &exo_train)
+        .map_err(|e| EvalError::Fit(e.to_string()))?;
+    // The bound: the true busy count at the target time in place of the outlook.
+    let known_busy = |tr: &Trace, k: usize, h: usize| Exogenous {
+        committed_gpus: tr.busy.get(k + h).or(tr.busy.get(k)).copied().unwrap_or(0.0),
+        ..exogenous(tr, k, h, dt)
+    };
+    let forecaster_known = Forecaster::train(&tt.it_meter_kw, dt, 0.0, &[3600.0], &|k, h| known_busy(tt, k, h))
         .map_err(|e| EvalError::Fit(e.to_string()))?;
 
     // 2. Test with sensor faults.
@@ -513,7 +581,14 @@ pub fn eval(
         faults,
         base,
     )?;
-    let test = simulate(&test_sc, fac.clone(), false, Some(&forecaster), o.seed + 1)?;
+    let test = simulate(
+        &test_sc,
+        fac.clone(),
+        false,
+        Some(&forecaster),
+        o.seed + 1,
+        o.runtime_error,
+    )?;
     let t = &test.trace;
     let sk = test.score_k;
     // Hourly facility power.
@@ -570,27 +645,17 @@ pub fn eval(
     let hottest_gpu_mae_next_step_k = mae(&t.hot_next, &t.gpu_max_true_c);
     let hottest_gpu_mae_k = mae(&t.hot_pred, &t.gpu_max_meas_c);
     // Forecast skill on the scored part of the test run.
-    let jobs_test = test_sc.workload.jobs().to_vec();
-    let exo_test = |k: usize, h: usize| Exogenous {
-        dry_bulb_c: t.dry_bulb_c.get(sk + k + h).copied().unwrap_or(t.dry_bulb_c[sk + k]),
-        committed_gpus: committed(&jobs_test, (sk + k) as f64 * dt, (sk + k + h) as f64 * dt),
-        busy_gpus_now: t.busy[sk + k],
-    };
     // Give the forecaster a day of history before the scored window (the warm-up).
     let hist0 = sk.saturating_sub((86_400.0 / dt) as usize + hour);
-    let exo_hist = |k: usize, h: usize| exo_test(k + hist0 - sk.min(k + hist0), h);
-    let _ = exo_hist;
     let scores = evaluate(&forecaster, &t.it_meter_kw[hist0..], hist0 as f64 * dt, &|k, h| {
-        Exogenous {
-            dry_bulb_c: t
-                .dry_bulb_c
-                .get(hist0 + k + h)
-                .copied()
-                .unwrap_or(t.dry_bulb_c[hist0 + k]),
-            committed_gpus: committed(&jobs_test, (hist0 + k) as f64 * dt, (hist0 + k + h) as f64 * dt),
-            busy_gpus_now: t.busy[hist0 + k],
-        }
+        exogenous(t, hist0 + k, h, dt)
     });
+    let scores_known = evaluate(
+        &forecaster_known,
+        &t.it_meter_kw[hist0..],
+        hist0 as f64 * dt,
+        &|k, h| known_busy(t, hist0 + k, h),
+    );
     // Sensor faults.
     let score_t0 = sk as f64 * dt;
     let injected: Vec<(SensorPoint, f64, f64)> = test_sc
@@ -677,7 +742,7 @@ pub fn eval(
             ev,
             base,
         )?;
-        let fr = simulate(&fsc, fac.clone(), false, None, o.seed + 2)?;
+        let fr = simulate(&fsc, fac.clone(), false, None, o.seed + 2, o.runtime_error)?;
         let onset_s = fsc.scoring_start_s() + onset_h * 3600.0;
         for e in &fr.events {
             if let TwinEventKind::Maintenance { cdu, finding, .. } = e.kind {
@@ -765,9 +830,11 @@ pub fn eval(
         hottest_gpu_mae_k: hottest_gpu_mae_true_k,
         hottest_gpu_mae_reported_k: hottest_gpu_mae_k,
         hottest_gpu_mae_next_step_k,
+        runtime_error: o.runtime_error,
         forecast_skill_15min: s15.map_or(f64::NAN, |s| s.skill),
         forecast_skill_1h: s60.map_or(f64::NAN, |s| s.skill),
         seasonal_naive_skill_1h: s60.map_or(f64::NAN, |s| 1.0 - s.mae_seasonal_naive / s.mae_persistence),
+        forecast_skill_1h_known_busy: scores_known.first().map_or(f64::NAN, |s| s.skill),
         p90_coverage_1h: s60.map_or(f64::NAN, |s| s.p90_coverage),
         fault_precision,
         fault_recall,
@@ -950,4 +1017,60 @@ fn plot_pair(dir: &Path, name: &str, title: &str, pts: &[(f64, f64, f64)]) -> Re
     })();
     r.map_err(|e| EvalError::Plot(format!("{}: {e}", path.display())))?;
     Ok(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use coolplane_sim_plant::workload::{JobKind, JobSpec, UtilProfile};
+
+    fn job(i: u64, duration_s: f64) -> JobSpec {
+        JobSpec {
+            id: i,
+            arrival_s: 0.0,
+            gpus: 8,
+            duration_s,
+            kind: JobKind::Training,
+            priority: 1,
+            profile: UtilProfile::Constant(1.0),
+        }
+    }
+
+    /// σ = 0 gives the true run times; σ = 0.5 gives factors spread like a log-normal of that σ,
+    /// the same for the same seed and other for another.
+    #[test]
+    fn expected_run_times_are_off_by_a_seeded_log_normal_factor() {
+        let jobs: Vec<JobSpec> = (0..4000).map(|i| job(i, 3600.0)).collect();
+        assert!(expected_runtimes(&jobs, 0.0, 7).iter().all(|&d| d == 3600.0));
+        let a = expected_runtimes(&jobs, 0.5, 7);
+        assert_eq!(a, expected_runtimes(&jobs, 0.5, 7));
+        assert_ne!(a, expected_runtimes(&jobs, 0.5, 8));
+        let logs: Vec<f64> = a.iter().map(|d| (d / 3600.0).ln()).collect();
+        let mean = logs.iter().sum::<f64>() / logs.len() as f64;
+        let sd = (logs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / logs.len() as f64).sqrt();
+        assert!(mean.abs() < 0.03, "mean of ln factor {mean}");
+        assert!((sd - 0.5).abs() < 0.03, "σ of ln factor {sd}");
+    }
+
+    /// The committed GPUs at a horizon between the outlook's are interpolated from the busy count
+    /// now; beyond the last they hold it.
+    #[test]
+    fn the_outlook_is_read_at_any_horizon() {
+        let tr = Trace {
+            busy: vec![1000.0],
+            outlook: vec![[900.0, 600.0, 200.0]],
+            dry_bulb_c: vec![20.0],
+            ..Trace::default()
+        };
+        let at = |s: f64| exogenous(&tr, 0, (s / 150.0).round() as usize, 150.0).committed_gpus;
+        assert_eq!(at(0.0), 1000.0);
+        assert_eq!(at(900.0), 900.0);
+        assert!((at(450.0) - 950.0).abs() < 1e-9);
+        assert_eq!(at(3600.0), 600.0);
+        assert!((at(2250.0) - 750.0).abs() < 1e-9);
+        assert_eq!(at(14_400.0), 200.0);
+        assert_eq!(at(30_000.0), 200.0);
+        assert_eq!(exogenous(&tr, 0, 15, 60.0).busy_gpus_now, 1000.0);
+        assert_eq!(exogenous(&tr, 0, 15, 60.0).dry_bulb_c, 20.0);
+    }
 }

@@ -236,6 +236,85 @@ impl Cluster {
         }
     }
 
+    /// The scheduler's outlook: the GPUs it expects busy at `t_s + h` for each `h` of
+    /// `horizons_s`, from what it knows at `t_s` (call it after [`Cluster::advance`] to `t_s`):
+    /// the running jobs with their start times, the queue, and each job's expected run time
+    /// `expected_s(job)` (a duration predictor's, or the user's estimate; not the truth unless
+    /// the caller passes it). Jobs not yet submitted are unknown and not counted.
+    ///
+    /// The queue is replayed on the expected ends in 5-minute rounds: at the end of each round the
+    /// GPUs freed go to the waiting jobs in queue order, smaller later jobs passing a blocked one,
+    /// as [`Cluster::advance`] places them (counts only, not racks). A job running past its expected
+    /// end is expected to run on for half the time it has run (at least one round).
+    pub fn outlook(
+        &self,
+        t_s: f64,
+        jobs: &[JobSpec],
+        expected_s: &dyn Fn(usize) -> f64,
+        horizons_s: &[f64],
+    ) -> Vec<f64> {
+        const ROUND_S: f64 = 300.0;
+        let total = self.gpu_free.len() as i64;
+        let mut free = self.n_free as i64;
+        let key = |end: f64| std::cmp::Reverse((end.max(0.0) * 1e3) as u64);
+        let mut ends: std::collections::BinaryHeap<(std::cmp::Reverse<u64>, u32)> = self
+            .running
+            .iter()
+            .map(|r| {
+                let exp = expected_s(r.job).max(0.0);
+                let end = if r.start_s + exp > t_s {
+                    r.start_s + exp
+                } else {
+                    t_s + (0.5 * (t_s - r.start_s)).max(ROUND_S)
+                };
+                (key(end), r.gpus.len() as u32)
+            })
+            .collect();
+        let mut queue: Vec<usize> = self.queue.iter().copied().collect();
+        let h_max = horizons_s.iter().copied().filter(|h| h.is_finite()).fold(0.0, f64::max);
+        let mut order: Vec<usize> = (0..horizons_s.len()).collect();
+        order.sort_by(|&a, &b| horizons_s[a].total_cmp(&horizons_s[b]));
+        let mut out = vec![f64::NAN; horizons_s.len()];
+        let mut next = order.iter().peekable();
+        let mut round_end = t_s;
+        loop {
+            // Release what ends by the end of this round, then start what fits.
+            while let Some(&(std::cmp::Reverse(e), g)) = ends.peek() {
+                if e > (round_end * 1e3) as u64 {
+                    break;
+                }
+                ends.pop();
+                free += g as i64;
+            }
+            let mut qi = 0;
+            let mut scanned = 0;
+            while qi < queue.len() && scanned < QUEUE_SCAN_MAX && free > 0 {
+                scanned += 1;
+                let need = jobs.get(queue[qi]).map_or(0, |j| j.gpus as i64);
+                if need == 0 || need > total || need > free {
+                    qi += 1;
+                    continue;
+                }
+                let job = queue.remove(qi);
+                free -= need;
+                ends.push((key(round_end + expected_s(job).max(0.0)), need as u32));
+            }
+            while let Some(&&i) = next.peek() {
+                if horizons_s[i] > round_end - t_s + 1e-9 && round_end - t_s < h_max {
+                    break;
+                }
+                // The busy count at the end of the round that reaches this horizon.
+                out[i] = (total - free) as f64;
+                next.next();
+            }
+            if next.peek().is_none() {
+                break;
+            }
+            round_end += ROUND_S;
+        }
+        out
+    }
+
     fn set_rack_order(&mut self, a: &PlacementAdvice, racks: usize) {
         let mut seen = vec![false; racks];
         self.rack_order.clear();
@@ -345,5 +424,49 @@ mod tests {
         }
         assert!(placed > 0, "the workload placed jobs");
         assert!(c.stats().started > 0);
+    }
+
+    /// Once no more jobs arrive, the outlook on the true run times foresees the busy count the
+    /// cluster then has (up to the 5-minute rounds of the replay), and an outlook on run times
+    /// off by a factor of two does measurably worse.
+    #[test]
+    fn the_outlook_on_true_run_times_foresees_the_busy_gpus() {
+        let site = builtin_site("supernode-640").unwrap();
+        let mut plant = Plant::new(&site, 5).unwrap();
+        let n = plant.topology().gpu_count as u32;
+        // Jobs arrive over the first 3 h only; the outlook is taken at 3 h.
+        let wl = WorkloadModel::synthetic(&SyntheticWorkload::default(), n, 3.0 * 3600.0, 5);
+        let jobs = wl.jobs().to_vec();
+        assert!(jobs.iter().all(|j| j.arrival_s < 3.0 * 3600.0));
+        let weather = WeatherSeries::synthetic(&SyntheticClimate::default(), 5);
+        let mut c = Cluster::new(&plant);
+        let t0 = 3.0 * 3600.0;
+        let horizons = [0.0, 900.0, 3600.0, 4.0 * 3600.0];
+        let mut seen = Vec::new();
+        let (mut truth, mut wrong) = (Vec::new(), Vec::new());
+        for k in 0..=(8 * 60) {
+            let t = k as f64 * 60.0;
+            c.advance(t, &wl, &mut plant, None);
+            if (t - t0).abs() < 1.0 {
+                truth = c.outlook(t, &jobs, &|j| jobs[j].duration_s, &horizons);
+                wrong = c.outlook(t, &jobs, &|j| 2.0 * jobs[j].duration_s, &horizons);
+                assert_eq!(truth[0], c.stats().busy_gpus as f64, "now is what is busy now");
+            }
+            for &h in &horizons {
+                if (t - (t0 + h)).abs() < 1.0 {
+                    seen.push(c.stats().busy_gpus as f64);
+                }
+            }
+            plant.step(60.0, &weather.sample(t), &Actions::default());
+        }
+        assert_eq!(seen.len(), horizons.len());
+        let err = |o: &[f64]| o.iter().zip(&seen).map(|(a, b)| (a - b).abs()).sum::<f64>() / seen.len() as f64;
+        assert!(seen.iter().any(|&b| b != seen[0]), "the busy count moves: {seen:?}");
+        assert!(err(&truth) <= 0.03 * n as f64, "true run times: {truth:?} vs {seen:?}");
+        println!("true run times {truth:?}, doubled {wrong:?}, seen {seen:?}");
+        assert!(
+            err(&wrong) > 3.0 * err(&truth) + 0.005 * n as f64,
+            "doubled run times: {wrong:?} vs {seen:?}"
+        );
     }
 }

@@ -22,7 +22,7 @@ pub struct Exogenous {
 }
 
 /// Number of features of [`features`].
-pub const N_FEATURES: usize = 9;
+pub const N_FEATURES: usize = 11;
 
 /// Features at history index `k` (the present) for a target `h` steps ahead; `None` when the
 /// history is too short. `hist` is sampled every `step_s`, `t_s` is the time of `hist[k]`.
@@ -35,6 +35,17 @@ pub fn features(hist: &[f64], k: usize, h: usize, step_s: f64, t_s: f64, ex: &Ex
             .filter(|v| v.is_finite())
     };
     let y0 = *hist.get(k).filter(|v| v.is_finite())?;
+    // Mean over the last `s` seconds (the present included): a value off its recent mean tends
+    // back to it (a checkpoint dip, a burst).
+    let mean = |s: f64| -> Option<f64> {
+        let n = ((s / step_s).round() as usize).max(1);
+        let w = hist.get(k.checked_sub(n - 1)?..=k)?;
+        let (sum, cnt) = w
+            .iter()
+            .filter(|v| v.is_finite())
+            .fold((0.0, 0usize), |(a, c), v| (a + v, c + 1));
+        (cnt > 0).then(|| sum / cnt as f64)
+    };
     let y15 = lag(900.0)?;
     let y60 = lag(3600.0)?;
     let day = 86_400.0;
@@ -54,13 +65,15 @@ pub fn features(hist: &[f64], k: usize, h: usize, step_s: f64, t_s: f64, ex: &Ex
     Some([
         y0 - y15,
         y0 - y60,
+        y0 - mean(900.0)?,
+        y0 - mean(3600.0)?,
         ys - y0,
         ph.sin() * y0,
         ph.cos() * y0,
         weekend * y0,
         ex.dry_bulb_c,
         sched * y0,
-        (ex.committed_gpus - ex.busy_gpus_now) / ex.busy_gpus_now.max(1.0) * y0,
+        ex.committed_gpus - ex.busy_gpus_now,
     ])
 }
 
