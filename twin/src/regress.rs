@@ -9,6 +9,7 @@
 
 use linfa::prelude::*;
 use linfa_elasticnet::ElasticNet;
+use linfa_linalg::eigh::Eigh;
 use ndarray::{Array1, Array2};
 use serde::{Deserialize, Serialize};
 
@@ -162,22 +163,48 @@ pub fn fit_ridge(x: &[f64], y: &[f64], p: usize, penalty: f64) -> Result<LinearF
         }
     }
     let ys = Array1::from_iter(y.iter().map(|v| v - y_mean));
-    let ds = Dataset::new(xs, ys);
+    // Principal axes of the standardised features: ridge is invariant under this rotation (the
+    // penalty is on the norm of the weights), and on orthogonal columns coordinate descent is
+    // exact after one sweep. Without it, linfa's solver never stops early on ridge (its duality
+    // gap is not valid for l1_ratio 0, so it always runs its iteration cap) and on features as
+    // collinear as a rack's `p` and `p·q^-0.8` it stops at the cap short of the solution.
+    let gram = xs.t().dot(&xs);
+    let (zs, rot) = match gram.eigh() {
+        Ok((_, v)) if v.iter().all(|x| x.is_finite()) => (xs.dot(&v), Some(v)),
+        _ => (xs, None),
+    };
+    let ds = Dataset::new(zs, ys);
     let model = ElasticNet::params()
         .penalty(penalty)
         .l1_ratio(0.0)
         .with_intercept(false)
         .tolerance(1e-6)
-        .max_iterations(1_000)
+        .max_iterations(if rot.is_some() { 4 } else { 1_000 })
         .fit(&ds)
         .map_err(|e| FitError::Solver(e.to_string()))?;
-    let w = model.hyperplane();
-    let ci_std = model.confidence_95th().ok();
+    let u = model.hyperplane();
+    // Back to the standardised features: w = V·u; the variance of each w_j is Σ_k V_jk²·var(u_k)
+    // (the rotated columns are orthogonal, so the u_k are uncorrelated).
+    let half_u: Option<Vec<f64>> = model
+        .confidence_95th()
+        .ok()
+        .map(|c| c.iter().map(|(lo, hi)| (hi - lo) / 2.0).collect());
+    let (w, half): (Vec<f64>, Option<Vec<f64>>) = match &rot {
+        Some(v) => (
+            (0..p).map(|j| (0..p).map(|k| v[[j, k]] * u[k]).sum()).collect(),
+            half_u.map(|h| {
+                (0..p)
+                    .map(|j| (0..p).map(|k| (v[[j, k]] * h[k]).powi(2)).sum::<f64>().sqrt())
+                    .collect()
+            }),
+        ),
+        None => (u.to_vec(), half_u),
+    };
     let coef: Vec<f64> = (0..p).map(|j| w[j] / sd[j]).collect();
     let intercept = y_mean - (0..p).map(|j| coef[j] * mean[j]).sum::<f64>();
     let ci = (0..p)
-        .map(|j| match &ci_std {
-            Some(c) => (c[j].0 / sd[j], c[j].1 / sd[j]),
+        .map(|j| match &half {
+            Some(h) => ((w[j] - h[j]) / sd[j], (w[j] + h[j]) / sd[j]),
             None => (f64::NAN, f64::NAN),
         })
         .collect();
@@ -233,6 +260,69 @@ mod tests {
         assert!((f.intercept - 3.0).abs() < 0.05, "{f:?}");
         assert!(f.ci[0].0 < 2.0 && f.ci[0].1 > 2.0 - 0.02, "{f:?}");
         assert!(f.ci[0].1 - f.ci[0].0 < 0.05);
+    }
+
+    /// On features as collinear as a rack fit's (`p` and `p·q^-0.8` with the flow barely
+    /// moving, correlation 0.9995) the fit is the ridge solution, computed here independently
+    /// from the normal equations; the unrotated solver stopped at its cap well short of it.
+    #[test]
+    fn collinear_features_get_the_ridge_solution() {
+        let (n, pen) = (1024, 1e-3);
+        let mut r = 7u64;
+        let mut next = || {
+            r = r.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (r >> 11) as f64 / (1u64 << 53) as f64
+        };
+        let mut s = Samples::new(2, 4096);
+        for _ in 0..n {
+            let (u, v) = (next(), next());
+            let p = 600.0 + 400.0 * u;
+            let q: f64 = 1.0 - 0.02 * v;
+            let x = [p, p * q.powf(-0.8)];
+            s.push(&x, 0.01 * x[0] + 0.03 * x[1] + (next() - 0.5) * 0.5);
+        }
+        let f = s.fit(pen).unwrap();
+        // Normal equations on standardised features: (XᵀX/n + λI) w = Xᵀy/n.
+        let mean: Vec<f64> = (0..2)
+            .map(|j| (0..n).map(|i| s.x[i * 2 + j]).sum::<f64>() / n as f64)
+            .collect();
+        let sd: Vec<f64> = (0..2)
+            .map(|j| ((0..n).map(|i| (s.x[i * 2 + j] - mean[j]).powi(2)).sum::<f64>() / n as f64).sqrt())
+            .collect();
+        let ym = s.y.iter().sum::<f64>() / n as f64;
+        let z = |i: usize, j: usize| (s.x[i * 2 + j] - mean[j]) / sd[j];
+        let g = |a: usize, b: usize| (0..n).map(|i| z(i, a) * z(i, b)).sum::<f64>() / n as f64;
+        let c = |a: usize| (0..n).map(|i| z(i, a) * (s.y[i] - ym)).sum::<f64>() / n as f64;
+        let (a11, a12, a22) = (g(0, 0) + pen, g(0, 1), g(1, 1) + pen);
+        let det = a11 * a22 - a12 * a12;
+        let w = [(a22 * c(0) - a12 * c(1)) / det, (a11 * c(1) - a12 * c(0)) / det];
+        for j in 0..2 {
+            let want = w[j] / sd[j];
+            assert!(
+                (f.coef[j] - want).abs() <= 1e-6 * want.abs(),
+                "coef {j}: {} vs {want}",
+                f.coef[j]
+            );
+            assert!(f.ci[j].0 < f.coef[j] && f.coef[j] < f.ci[j].1, "{f:?}");
+        }
+        // The solver without the rotation (what the fit used before) misses it.
+        let xs = Array2::from_shape_fn((n, 2), |(i, j)| z(i, j));
+        let ys = Array1::from_iter(s.y.iter().map(|v| v - ym));
+        let old = ElasticNet::params()
+            .penalty(pen)
+            .l1_ratio(0.0)
+            .with_intercept(false)
+            .tolerance(1e-6)
+            .max_iterations(1_000)
+            .fit(&Dataset::new(xs, ys))
+            .unwrap();
+        assert_eq!(old.n_steps(), 1_000, "the unrotated solver runs to its cap");
+        assert!(
+            (old.hyperplane()[0] - w[0]).abs() > 1e-3 * w[0].abs(),
+            "{} vs {}",
+            old.hyperplane()[0],
+            w[0]
+        );
     }
 
     #[test]
