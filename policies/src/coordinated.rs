@@ -34,6 +34,7 @@ use crate::{Decision, Policy, PolicyInput, TrimRespond};
 use coolplane_core::signals::{Measurements, PlacementAdvice, Quality};
 use coolplane_core::site::{GpuModel, Site};
 use coolplane_core::topology::Topology;
+use coolplane_twin::forecast::{Exogenous, Forecaster, LoadHistory};
 use coolplane_twin::regress::{LinearFit, Samples};
 use coolplane_twin::whatif::{facility_features, FacilityModel, HallModel, N_FAC};
 use coolplane_twin::{Nameplate, Twin, TwinConfig};
@@ -159,6 +160,10 @@ pub struct EnergyPlan {
     pub candidates: u32,
     /// Why, in an operator's words.
     pub reasons: Vec<String>,
+    /// The load the prediction assumes over the horizon (None: no forecaster yet, today's
+    /// load held).
+    #[serde(default)]
+    pub load_forecast: Option<LoadForecast>,
 }
 
 /// The facility side as the policy learns it from the meters, in three parts whose structure
@@ -306,6 +311,33 @@ struct Bound {
     /// A refit that failed since the last plan (the models before it are kept), for the plan.
     refit_note: Option<String>,
     fac_seen: Option<(f64, f64)>,
+    /// Site IT power, 5-minute means, for the load forecast.
+    load: LoadHistory,
+    /// The load forecaster, trained at each refit once a day and a half of history exists.
+    forecaster: Option<Forecaster>,
+}
+
+/// Horizons of the plan's load forecast, s: their mean stands for the hour ahead.
+const LOAD_HORIZONS_S: [f64; 6] = [600.0, 1200.0, 1800.0, 2400.0, 3000.0, 3600.0];
+/// Step of the load history, s.
+const LOAD_STEP_S: f64 = 300.0;
+/// History the load forecaster needs before it is trained (a day of lags and half a day to
+/// learn from), s; it is first trained at the refit after that.
+const LOAD_MIN_HISTORY_S: f64 = 1.5 * 86_400.0;
+
+/// The site IT load the plan expects over its horizon.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct LoadForecast {
+    /// IT power metered at the plan, kW (the prediction's anchor; it may sit in a checkpoint dip).
+    pub it_now_kw: f64,
+    /// Mean of the last completed 5 minutes, kW.
+    pub it_last_5min_kw: f64,
+    /// Expected mean over the next hour (p50), kW.
+    pub it_next_hour_kw: f64,
+    /// p50 and p90 one hour ahead, kW.
+    pub it_1h_p50_kw: f64,
+    /// p90 one hour ahead, kW.
+    pub it_1h_p90_kw: f64,
 }
 
 /// The coordinated, twin-driven policy.
@@ -351,6 +383,9 @@ impl Coordinated {
         }
         let m = input.image;
         b.twin.update(m);
+        if m.meter.it_power_kw.quality != Quality::Bad {
+            b.load.push(now, m.meter.it_power_kw.value);
+        }
         b.fac.observe(m);
         b.cooling.observe(m);
         for f in &m.facilities {
@@ -362,6 +397,14 @@ impl Coordinated {
         }
         if b.twin.calibrated() && now - b.last_fit_s >= 6.0 * 3600.0 {
             b.last_fit_s = now;
+            // The load forecaster: load history and calendar only (the policy sees neither the
+            // weather forecast nor the scheduler).
+            if b.load.span_s() >= LOAD_MIN_HISTORY_S {
+                let none = |_: usize, _: usize| Exogenous::default();
+                b.forecaster = Forecaster::train(&b.load.vals, LOAD_STEP_S, b.load.t0_s, &LOAD_HORIZONS_S, &none)
+                    .ok()
+                    .or(b.forecaster.take());
+            }
             if b.fac.fit().is_ok() && b.cooling.fit() {
                 b.model = Some(HallModel::from_twin(&b.twin, &b.fac));
             } else if b.model.is_some() {
@@ -460,6 +503,7 @@ impl Coordinated {
                 binding: why,
                 candidates: 0,
                 reasons: d.reasons.clone(),
+                load_forecast: None,
             });
         }
         d
@@ -867,6 +911,48 @@ impl Coordinated {
                 "facility water at {fs_now:.1} °C is not reaching its {f_keep:.1} °C setpoint: nothing colder is asked for"
             ));
         }
+        // The load over the horizon: the forecast's mean for the hour against today's reading
+        // scales the predicted powers (the choice itself is made at today's load).
+        let load_forecast = b.forecaster.as_ref().and_then(|f| {
+            let h = &b.load;
+            let k = h.vals.len().checked_sub(1)?;
+            let fc = f.forecast(&h.vals, k, h.t0_s + k as f64 * h.step_s, &|_, _| Exogenous::default());
+            let p50: Vec<f64> = fc.iter().flatten().map(|x| x.p50).filter(|v| v.is_finite()).collect();
+            let last = fc.last().copied().flatten()?;
+            (p50.len() == LOAD_HORIZONS_S.len()).then(|| LoadForecast {
+                it_now_kw: it_now,
+                it_last_5min_kw: h.vals[k],
+                it_next_hour_kw: p50.iter().sum::<f64>() / p50.len() as f64,
+                it_1h_p50_kw: last.p50,
+                it_1h_p90_kw: last.p90,
+            })
+        });
+        let scale = load_forecast
+            .map(|lf| lf.it_next_hour_kw / it_now.max(1e-9))
+            .filter(|r| r.is_finite() && (0.5..=1.5).contains(r));
+        let at_load = |x: PlanPrediction| match scale {
+            Some(r) => PlanPrediction {
+                facility_kw: x.facility_kw * r,
+                it_kw: x.it_kw * r,
+                cooling_kw: x.cooling_kw * r,
+                ..x
+            },
+            None => x,
+        };
+        let (pred, keep) = (at_load(pred), keep.map(at_load));
+        match (load_forecast, scale) {
+            (Some(lf), Some(_)) => reasons.push(format!(
+                "load forecast: site IT {:.0} kW over the next hour (metered now {:.0} kW, last 5 minutes {:.0} kW; in an hour p50 {:.0}, p90 {:.0} kW): the predicted powers are at that load",
+                lf.it_next_hour_kw, lf.it_now_kw, lf.it_last_5min_kw, lf.it_1h_p50_kw, lf.it_1h_p90_kw
+            )),
+            (Some(lf), None) => reasons.push(format!(
+                "load forecast of {:.0} kW for the next hour is more than half off today's {:.0} kW: not used, the predicted powers are at today's load",
+                lf.it_next_hour_kw, lf.it_now_kw
+            )),
+            (None, _) => reasons.push(
+                "no load forecast yet (it needs a day and a half of load history): the predicted powers are at today's load".into(),
+            ),
+        }
         self.held = Some(chosen);
         // Placement: racks with the most headroom at TDP first.
         let mut order: Vec<(f64, u32)> = (0..model.racks())
@@ -893,6 +979,7 @@ impl Coordinated {
             binding,
             candidates: n,
             reasons: reasons.clone(),
+            load_forecast,
         };
         Some(Decision {
             setpoints: input.limits.uniform_setpoints(
@@ -948,6 +1035,8 @@ impl Policy for Coordinated {
             heat_reuse,
             refit_note: None,
             fac_seen: None,
+            load: LoadHistory::new(LOAD_STEP_S, (8.0 * 86_400.0 / LOAD_STEP_S) as usize),
+            forecaster: None,
         }));
         let gc = GovernorConfig::default();
         self.governor = Some(BudgetGovernor::new(&site.gpu, topo, gc).with_electrical(&site.electrical));

@@ -712,6 +712,7 @@ mod plan_accuracy_tests {
             binding: String::new(),
             candidates: 0,
             reasons: Vec::new(),
+            load_forecast: None,
         }
     }
 

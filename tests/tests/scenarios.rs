@@ -4,7 +4,8 @@
 //! Tests that read the real data in `../shared/data` skip with a note when it is absent, unless
 //! `COOLPLANE_REQUIRE_DATA` is set (CI sets it), in which case they fail.
 
-use coolplane_policies::by_name;
+use coolplane_policies::{by_name, EnergyPlan};
+use coolplane_scenario::run::plan_accuracy;
 use coolplane_scenario::spec::{EventSpec, ScenarioSpec};
 use coolplane_scenario::{run, RunOptions, RunReport};
 use coolplane_sim_plant::faults::FaultKind;
@@ -511,6 +512,70 @@ fn coordinated_saves_energy_per_work_explains_and_falls_back_on_stale_data() {
     assert!(acc.scored >= 20, "{acc:?}");
     assert!(acc.facility_mape_pct < 8.0, "{acc:?}");
     assert!(acc.hottest_gpu_mae_k < 3.0, "{acc:?}");
+}
+
+/// Once a day and a half of load history exists, `coordinated`'s plans carry a load forecast
+/// and predict the hour's powers at it: every such plan says so, earlier ones say why not, and
+/// the forecast makes the plan's facility prediction better than the same plans at today's load.
+#[test]
+fn coordinated_plans_the_hour_at_its_load_forecast() {
+    let s = spec(8.0 / 24.0, 44.0);
+    let co = run_spec(&s, "coordinated");
+    let opt: Vec<&EnergyPlan> = co.plans.iter().filter(|p| p.status == "optimised").collect();
+    // Trained at the first six-hourly refit with 36 h of history: none before 36 h, one from
+    // the refit at 42 h at the latest.
+    let early: Vec<&EnergyPlan> = opt.iter().copied().filter(|p| p.t_s < 36.0 * 3600.0 - 1.0).collect();
+    let late: Vec<&EnergyPlan> = opt.iter().copied().filter(|p| p.t_s > 42.5 * 3600.0).collect();
+    assert!(
+        !early.is_empty() && late.len() >= 30,
+        "{} / {}",
+        early.len(),
+        late.len()
+    );
+    for p in &early {
+        assert!(p.load_forecast.is_none(), "{p:?}");
+        assert!(p.reasons.iter().any(|r| r.contains("no load forecast yet")), "{p:?}");
+    }
+    for p in &late {
+        let lf = p
+            .load_forecast
+            .unwrap_or_else(|| panic!("no forecast at {} h", p.t_s / 3600.0));
+        assert!(lf.it_next_hour_kw > 0.0 && lf.it_1h_p90_kw >= lf.it_1h_p50_kw, "{lf:?}");
+        assert!(
+            p.reasons.iter().any(|r| r.starts_with("load forecast: site IT")),
+            "{p:?}"
+        );
+    }
+    // The same plans at today's load (the prediction unscaled), scored the same way.
+    let realised: Vec<f64> = co.series.rows.iter().map(|r| r.facility_kw).collect();
+    let hot: Vec<f64> = co.series.rows.iter().map(|r| r.gpu_temp_max_c).collect();
+    let with: Vec<EnergyPlan> = late.iter().map(|p| (*p).clone()).collect();
+    let without: Vec<_> = with
+        .iter()
+        .cloned()
+        .map(|mut p| {
+            let lf = p.load_forecast.unwrap();
+            let r = lf.it_next_hour_kw / lf.it_now_kw;
+            if let Some(x) = p.predicted.as_mut() {
+                x.facility_kw /= r;
+            }
+            p
+        })
+        .collect();
+    let dt = s.scenario.step_s;
+    let all = plan_accuracy(&co.plans, &realised, &hot, dt);
+    let reported = co.report.plan_accuracy.expect("accuracy");
+    assert!(
+        (all.facility_mape_pct - reported.facility_mape_pct).abs() < 1e-9,
+        "the series lines up with the run's own scoring: {all:?} vs {reported:?}"
+    );
+    let (a, b) = (
+        plan_accuracy(&with, &realised, &hot, dt),
+        plan_accuracy(&without, &realised, &hot, dt),
+    );
+    println!("facility MAPE with the load forecast {a:?}, at today's load {b:?}");
+    assert!(a.scored >= 25 && a.scored == b.scored, "{a:?} {b:?}");
+    assert!(a.facility_mape_pct < b.facility_mape_pct, "{a:?} vs {b:?}");
 }
 
 /// The oracle searches copies of the true plant every hour: over six hours of hall-10k it must

@@ -193,6 +193,72 @@ impl Forecaster {
     }
 }
 
+/// A series of fixed-step means built from irregular samples (a controller's ticks), bounded
+/// to the last `cap` steps, for [`Forecaster::train`] and [`Forecaster::forecast`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LoadHistory {
+    /// Step of the means, s.
+    pub step_s: f64,
+    /// Start time of `vals[0]`'s step, s.
+    pub t0_s: f64,
+    /// One mean per completed step (NaN where no sample fell in it).
+    pub vals: Vec<f64>,
+    /// Steps kept at most.
+    pub cap: usize,
+    cur: Option<(i64, f64, u32)>,
+}
+
+impl LoadHistory {
+    /// An empty history of `step_s` means keeping at most `cap` of them.
+    pub fn new(step_s: f64, cap: usize) -> Self {
+        Self {
+            step_s: if step_s.is_finite() && step_s > 0.0 {
+                step_s
+            } else {
+                300.0
+            },
+            t0_s: 0.0,
+            vals: Vec::new(),
+            cap: cap.max(2),
+            cur: None,
+        }
+    }
+
+    /// Add a sample taken at `t_s`. Samples that are not finite or run backwards in time are
+    /// ignored; a step is completed when the first sample of a later one arrives, and steps
+    /// with no sample between them are NaN.
+    pub fn push(&mut self, t_s: f64, v: f64) {
+        if !(t_s.is_finite() && v.is_finite()) {
+            return;
+        }
+        let b = (t_s / self.step_s).floor() as i64;
+        match self.cur {
+            None => {
+                self.t0_s = b as f64 * self.step_s;
+                self.cur = Some((b, v, 1));
+            }
+            Some((cb, sum, n)) if b == cb => self.cur = Some((cb, sum + v, n + 1)),
+            Some((cb, sum, n)) if b > cb => {
+                self.vals.push(sum / n as f64);
+                let gap = ((b - cb - 1) as usize).min(self.cap);
+                self.vals.extend(std::iter::repeat_n(f64::NAN, gap));
+                self.cur = Some((b, v, 1));
+                if self.vals.len() > self.cap {
+                    let drop = self.vals.len() - self.cap;
+                    self.vals.drain(..drop);
+                }
+                self.t0_s = (b - self.vals.len() as i64) as f64 * self.step_s;
+            }
+            Some(_) => {}
+        }
+    }
+
+    /// Length of the completed history, s.
+    pub fn span_s(&self) -> f64 {
+        self.vals.len() as f64 * self.step_s
+    }
+}
+
 /// Mean absolute errors of a forecaster over a test history, per horizon: (model p50,
 /// persistence, seasonal-naive, fraction of actuals ≤ p90).
 pub fn evaluate(
@@ -259,6 +325,33 @@ pub struct ForecastScore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Means per step from irregular samples; an empty step is NaN; the cap drops the oldest
+    /// and moves the start time with it; out-of-order and non-finite samples change nothing.
+    #[test]
+    fn load_history_keeps_step_means_within_its_cap() {
+        let mut h = LoadHistory::new(300.0, 4);
+        h.push(10.0, 1.0);
+        h.push(250.0, 3.0);
+        assert!(h.vals.is_empty(), "the first step is not complete yet");
+        h.push(310.0, 10.0);
+        assert_eq!(h.vals, vec![2.0]);
+        assert_eq!(h.t0_s, 0.0);
+        h.push(200.0, 99.0);
+        h.push(320.0, f64::NAN);
+        h.push(950.0, 7.0);
+        assert_eq!(h.vals.len(), 3);
+        assert_eq!(h.vals[1], 10.0);
+        assert!(h.vals[2].is_nan(), "600–900 s had no sample");
+        h.push(1210.0, 1.0);
+        h.push(1510.0, 1.0);
+        assert_eq!(h.vals.len(), 4, "capped");
+        assert_eq!(h.vals[0], 10.0, "the oldest step went first");
+        assert_eq!(h.t0_s, 300.0);
+        assert_eq!(h.span_s(), 1200.0);
+        // The last completed step starts at t0 + (len − 1)·step.
+        assert_eq!(h.t0_s + (h.vals.len() - 1) as f64 * h.step_s, 1200.0);
+    }
 
     #[test]
     fn beats_persistence_on_a_diurnal_series_and_p90_covers() {
