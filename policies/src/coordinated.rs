@@ -111,8 +111,11 @@ pub struct PlanSetpoints {
     pub facility_supply_c: f64,
 }
 
-/// What the hall model predicts for a set of setpoints over the plan's horizon (today's load and
-/// weather held).
+/// What the hall model predicts for a set of setpoints over the plan's horizon (weather held).
+/// Candidates are compared at today's load; in a published plan the powers and the work rate
+/// are at the load forecast for the hour where there is one ([`EnergyPlan::load_forecast`]),
+/// which leaves PUE and energy per unit of work as compared; the hottest GPU stays at today's
+/// load.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
 pub struct PlanPrediction {
     /// Facility power, kW.
@@ -317,8 +320,9 @@ struct Bound {
     forecaster: Option<Forecaster>,
 }
 
-/// Horizons of the plan's load forecast, s: their mean stands for the hour ahead.
-const LOAD_HORIZONS_S: [f64; 6] = [600.0, 1200.0, 1800.0, 2400.0, 3000.0, 3600.0];
+/// Horizons of the plan's load forecast, s, from the start of the last completed 5-minute step
+/// (5–10 minutes before the plan): their mean stands for the plan's hour, the last is its end.
+const LOAD_HORIZONS_S: [f64; 6] = [900.0, 1500.0, 2100.0, 2700.0, 3300.0, 3900.0];
 /// Step of the load history, s.
 const LOAD_STEP_S: f64 = 300.0;
 /// History the load forecaster needs before it is trained (a day of lags and half a day to
@@ -334,9 +338,9 @@ pub struct LoadForecast {
     pub it_last_5min_kw: f64,
     /// Expected mean over the next hour (p50), kW.
     pub it_next_hour_kw: f64,
-    /// p50 and p90 one hour ahead, kW.
+    /// p50 at the end of the hour (one hour after the plan, within the 5-minute step), kW.
     pub it_1h_p50_kw: f64,
-    /// p90 one hour ahead, kW.
+    /// p90 at the end of the hour, kW.
     pub it_1h_p90_kw: f64,
 }
 
@@ -383,7 +387,7 @@ impl Coordinated {
         }
         let m = input.image;
         b.twin.update(m);
-        if m.meter.it_power_kw.quality != Quality::Bad {
+        if m.meter.it_power_kw.quality == Quality::Good {
             b.load.push(now, m.meter.it_power_kw.value);
         }
         b.fac.observe(m);
@@ -399,7 +403,7 @@ impl Coordinated {
             b.last_fit_s = now;
             // The load forecaster: load history and calendar only (the policy sees neither the
             // weather forecast nor the scheduler).
-            if b.load.span_s() >= LOAD_MIN_HISTORY_S {
+            if b.load.known_s() >= LOAD_MIN_HISTORY_S {
                 let none = |_: usize, _: usize| Exogenous::default();
                 b.forecaster = Forecaster::train(&b.load.vals, LOAD_STEP_S, b.load.t0_s, &LOAD_HORIZONS_S, &none)
                     .ok()
@@ -930,11 +934,14 @@ impl Coordinated {
         let scale = load_forecast
             .map(|lf| lf.it_next_hour_kw / it_now.max(1e-9))
             .filter(|r| r.is_finite() && (0.5..=1.5).contains(r));
+        // Power and work scale together (the load is the jobs'), so energy per unit of work and
+        // PUE stay as compared.
         let at_load = |x: PlanPrediction| match scale {
             Some(r) => PlanPrediction {
                 facility_kw: x.facility_kw * r,
                 it_kw: x.it_kw * r,
                 cooling_kw: x.cooling_kw * r,
+                work_gpu_s_per_s: x.work_gpu_s_per_s * r,
                 ..x
             },
             None => x,
@@ -942,13 +949,16 @@ impl Coordinated {
         let (pred, keep) = (at_load(pred), keep.map(at_load));
         match (load_forecast, scale) {
             (Some(lf), Some(_)) => reasons.push(format!(
-                "load forecast: site IT {:.0} kW over the next hour (metered now {:.0} kW, last 5 minutes {:.0} kW; in an hour p50 {:.0}, p90 {:.0} kW): the predicted powers are at that load",
+                "load forecast: site IT {:.0} kW over the next hour (metered now {:.0} kW, last 5 minutes {:.0} kW; in an hour p50 {:.0}, p90 {:.0} kW): the plan's predicted powers are at that load (the comparisons above at today's)",
                 lf.it_next_hour_kw, lf.it_now_kw, lf.it_last_5min_kw, lf.it_1h_p50_kw, lf.it_1h_p90_kw
             )),
             (Some(lf), None) => reasons.push(format!(
                 "load forecast of {:.0} kW for the next hour is more than half off today's {:.0} kW: not used, the predicted powers are at today's load",
                 lf.it_next_hour_kw, lf.it_now_kw
             )),
+            (None, _) if b.forecaster.is_some() => reasons.push(
+                "load forecast unavailable (the last 5 minutes or the lags it needs have no good IT reading): the predicted powers are at today's load".into(),
+            ),
             (None, _) => reasons.push(
                 "no load forecast yet (it needs a day and a half of load history): the predicted powers are at today's load".into(),
             ),
@@ -1035,7 +1045,9 @@ impl Policy for Coordinated {
             heat_reuse,
             refit_note: None,
             fac_seen: None,
-            load: LoadHistory::new(LOAD_STEP_S, (8.0 * 86_400.0 / LOAD_STEP_S) as usize),
+            // Held over up to an hour of empty steps: a slow loop of up to an hour leaves them.
+            load: LoadHistory::new(LOAD_STEP_S, (8.0 * 86_400.0 / LOAD_STEP_S) as usize)
+                .with_hold((3600.0 / LOAD_STEP_S) as usize),
             forecaster: None,
         }));
         let gc = GovernorConfig::default();

@@ -374,7 +374,13 @@ fn simulate(
         let noise = ((rng >> 11) as f64 / (1u64 << 53) as f64 - 0.5) * 2.0 * 1.7;
         tr.dry_bulb_c.push(amb.dry_bulb_c + noise);
         tr.busy.push(cluster.stats().busy_gpus as f64);
-        let o = cluster.outlook(t, jobs, &|j| expected.get(j).copied().unwrap_or(0.0), &OUTLOOK_S);
+        let o = cluster.outlook(
+            &plant,
+            t,
+            jobs,
+            &|j| expected.get(j).copied().unwrap_or(0.0),
+            &OUTLOOK_S,
+        );
         tr.outlook.push([o[0], o[1], o[2]]);
         if !learn_fac && k >= score_k && twin.calibrated() {
             let cal_model = model.get_or_insert_with(|| HallModel::from_twin(&twin, &fac));

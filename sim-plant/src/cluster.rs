@@ -245,17 +245,24 @@ impl Cluster {
     /// The queue is replayed on the expected ends in 5-minute rounds: at the end of each round the
     /// GPUs freed go to the waiting jobs in queue order, smaller later jobs passing a blocked one,
     /// as [`Cluster::advance`] places them (counts only, not racks). A job running past its expected
-    /// end is expected to run on for half the time it has run (at least one round).
+    /// end is expected to run on for half the time it has run (at least one round). Free GPUs
+    /// that are down are not counted free. Horizons are capped at a week; a NaN horizon gets NaN.
     pub fn outlook(
         &self,
+        plant: &Plant,
         t_s: f64,
         jobs: &[JobSpec],
         expected_s: &dyn Fn(usize) -> f64,
         horizons_s: &[f64],
     ) -> Vec<f64> {
         const ROUND_S: f64 = 300.0;
+        const MAX_H_S: f64 = 7.0 * 86_400.0;
         let total = self.gpu_free.len() as i64;
-        let mut free = self.n_free as i64;
+        let free_down = plant
+            .down_gpus()
+            .filter(|&g| self.gpu_free.get(g).copied().unwrap_or(false) && plant.gpu_is_down(g))
+            .count();
+        let mut free = (self.n_free - free_down.min(self.n_free)) as i64;
         let key = |end: f64| std::cmp::Reverse((end.max(0.0) * 1e3) as u64);
         let mut ends: std::collections::BinaryHeap<(std::cmp::Reverse<u64>, u32)> = self
             .running
@@ -271,11 +278,17 @@ impl Cluster {
             })
             .collect();
         let mut queue: Vec<usize> = self.queue.iter().copied().collect();
-        let h_max = horizons_s.iter().copied().filter(|h| h.is_finite()).fold(0.0, f64::max);
-        let mut order: Vec<usize> = (0..horizons_s.len()).collect();
+        let h_max = horizons_s
+            .iter()
+            .copied()
+            .filter(|h| h.is_finite())
+            .fold(0.0, f64::max)
+            .min(MAX_H_S);
+        let mut order: Vec<usize> = (0..horizons_s.len()).filter(|&i| !horizons_s[i].is_nan()).collect();
         order.sort_by(|&a, &b| horizons_s[a].total_cmp(&horizons_s[b]));
         let mut out = vec![f64::NAN; horizons_s.len()];
         let mut next = order.iter().peekable();
+        let mut round = 0u32;
         let mut round_end = t_s;
         loop {
             // Release what ends by the end of this round, then start what fits.
@@ -310,7 +323,8 @@ impl Cluster {
             if next.peek().is_none() {
                 break;
             }
-            round_end += ROUND_S;
+            round += 1;
+            round_end = t_s + round as f64 * ROUND_S;
         }
         out
     }
@@ -448,8 +462,10 @@ mod tests {
             let t = k as f64 * 60.0;
             c.advance(t, &wl, &mut plant, None);
             if (t - t0).abs() < 1.0 {
-                truth = c.outlook(t, &jobs, &|j| jobs[j].duration_s, &horizons);
-                wrong = c.outlook(t, &jobs, &|j| 2.0 * jobs[j].duration_s, &horizons);
+                truth = c.outlook(&plant, t, &jobs, &|j| jobs[j].duration_s, &horizons);
+                wrong = c.outlook(&plant, t, &jobs, &|j| 2.0 * jobs[j].duration_s, &horizons);
+                let odd = c.outlook(&plant, t, &jobs, &|j| jobs[j].duration_s, &[f64::NAN, 1e12, -5.0]);
+                assert!(odd[0].is_nan() && odd[1].is_finite() && odd[2] == truth[0], "{odd:?}");
                 assert_eq!(truth[0], c.stats().busy_gpus as f64, "now is what is busy now");
             }
             for &h in &horizons {

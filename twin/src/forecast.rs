@@ -205,6 +205,9 @@ pub struct LoadHistory {
     pub vals: Vec<f64>,
     /// Steps kept at most.
     pub cap: usize,
+    /// Empty steps of at most this many in a row take the last mean (a sampler slower than the
+    /// step leaves them); longer gaps are NaN.
+    pub hold_steps: usize,
     cur: Option<(i64, f64, u32)>,
 }
 
@@ -220,8 +223,15 @@ impl LoadHistory {
             t0_s: 0.0,
             vals: Vec::new(),
             cap: cap.max(2),
+            hold_steps: 0,
             cur: None,
         }
+    }
+
+    /// The same, holding the last mean over gaps of at most `steps` empty steps.
+    pub fn with_hold(mut self, steps: usize) -> Self {
+        self.hold_steps = steps;
+        self
     }
 
     /// Add a sample taken at `t_s`. Samples that are not finite or run backwards in time are
@@ -239,9 +249,11 @@ impl LoadHistory {
             }
             Some((cb, sum, n)) if b == cb => self.cur = Some((cb, sum + v, n + 1)),
             Some((cb, sum, n)) if b > cb => {
-                self.vals.push(sum / n as f64);
-                let gap = ((b - cb - 1) as usize).min(self.cap);
-                self.vals.extend(std::iter::repeat_n(f64::NAN, gap));
+                let mean = sum / n as f64;
+                self.vals.push(mean);
+                let gap = ((b - cb - 1).min(self.cap as i64)) as usize;
+                let fill = if gap <= self.hold_steps { mean } else { f64::NAN };
+                self.vals.extend(std::iter::repeat_n(fill, gap));
                 self.cur = Some((b, v, 1));
                 if self.vals.len() > self.cap {
                     let drop = self.vals.len() - self.cap;
@@ -256,6 +268,11 @@ impl LoadHistory {
     /// Length of the completed history, s.
     pub fn span_s(&self) -> f64 {
         self.vals.len() as f64 * self.step_s
+    }
+
+    /// Time covered by steps that have a value, s.
+    pub fn known_s(&self) -> f64 {
+        self.vals.iter().filter(|v| v.is_finite()).count() as f64 * self.step_s
     }
 }
 
@@ -349,8 +366,21 @@ mod tests {
         assert_eq!(h.vals[0], 10.0, "the oldest step went first");
         assert_eq!(h.t0_s, 300.0);
         assert_eq!(h.span_s(), 1200.0);
+        assert_eq!(h.known_s(), 900.0);
         // The last completed step starts at t0 + (len − 1)·step.
         assert_eq!(h.t0_s + (h.vals.len() - 1) as f64 * h.step_s, 1200.0);
+        // A sampler every 600 s with a hold of 2 steps leaves no NaN; a 20-minute silence does.
+        let mut h = LoadHistory::new(300.0, 100).with_hold(2);
+        for k in 0..6 {
+            h.push(k as f64 * 600.0, k as f64);
+        }
+        assert_eq!(h.vals, vec![0.0, 0.0, 1.0, 1.0, 2.0, 2.0, 3.0, 3.0, 4.0, 4.0]);
+        h.push(3600.0 + 1200.0 + 1.0, 9.0);
+        assert!(
+            h.vals[10] == 5.0 && h.vals[11..].iter().all(|v| v.is_nan()) && h.vals.len() == 16,
+            "{:?}",
+            h.vals
+        );
     }
 
     #[test]

@@ -170,7 +170,19 @@ pub fn fit_ridge(x: &[f64], y: &[f64], p: usize, penalty: f64) -> Result<LinearF
     // collinear as a rack's `p` and `p·q^-0.8` it stops at the cap short of the solution.
     let gram = xs.t().dot(&xs);
     let (zs, rot) = match gram.eigh() {
-        Ok((_, v)) if v.iter().all(|x| x.is_finite()) => (xs.dot(&v), Some(v)),
+        Ok((lambda, v)) if v.iter().chain(lambda.iter()).all(|x| x.is_finite()) => {
+            let mut zs = xs.dot(&v);
+            // A direction the data do not span (a constant or duplicated feature) is left out,
+            // not fitted on rounding noise: its column is zero, the solver skips it, and the
+            // intervals are NaN as they were for a singular design before the rotation.
+            let top = lambda.iter().copied().fold(0.0, f64::max);
+            for (k, &l) in lambda.iter().enumerate() {
+                if l <= 1e-12 * top {
+                    zs.column_mut(k).fill(0.0);
+                }
+            }
+            (zs, Some(v))
+        }
         _ => (xs, None),
     };
     let ds = Dataset::new(zs, ys);
