@@ -78,6 +78,9 @@ pub struct CoordinatedParams {
     /// flow change, one per hall per kelvin of facility change. Firmware keeps setpoints in
     /// EEPROM with a finite write endurance; this keeps the writes to moves that pay.
     pub write_cost_kwh: f64,
+    /// A move's write charge is spread over the time its setpoints are expected to stand: the
+    /// mean of the policy's own recent holds, at least the horizon and at most this, s.
+    pub write_amortise_max_s: f64,
 }
 
 impl Default for CoordinatedParams {
@@ -96,8 +99,21 @@ impl Default for CoordinatedParams {
             stale_s: 300.0,
             margin_hysteresis_k: 1.5,
             write_cost_kwh: 1.5,
+            write_amortise_max_s: 4.0 * 3600.0,
         }
     }
+}
+
+/// Hours a move's write charge is spread over: the mean of the policy's recent holds `hold_h`,
+/// or the hold in progress `holding_h` if longer, within [horizon, cap].
+fn write_amortise_h(hold_h: f64, holding_h: f64, horizon_s: f64, cap_s: f64) -> f64 {
+    let lo = horizon_s / 3600.0;
+    hold_h.max(holding_h).clamp(lo, (cap_s / 3600.0).max(lo))
+}
+
+/// The running mean of holds after one of `held_h` hours ends (each hold counted up to the cap).
+fn next_hold_h(hold_h: f64, held_h: f64, cap_s: f64) -> f64 {
+    0.7 * hold_h + 0.3 * held_h.clamp(0.0, cap_s / 3600.0)
 }
 
 /// Uniform setpoints for a hall (every CDU alike).
@@ -318,6 +334,8 @@ struct Bound {
     load: LoadHistory,
     /// The load forecaster, trained at each refit once a day and a half of history exists.
     forecaster: Option<Forecaster>,
+    /// Why the last training of the load forecaster failed (cleared by the next that succeeds).
+    forecast_note: Option<String>,
 }
 
 /// Horizons of the plan's load forecast, s, from the start of the last completed 5-minute step
@@ -356,6 +374,10 @@ pub struct Coordinated {
     optimising: bool,
     /// The fast loop holding the site power budget with DVFS caps.
     governor: Option<BudgetGovernor>,
+    /// How long the policy's setpoints have stood between its moves, h (a running mean), and
+    /// when it last moved, s.
+    hold_h: f64,
+    last_move_s: Option<f64>,
 }
 
 /// One candidate's GPU-side sums.
@@ -405,9 +427,23 @@ impl Coordinated {
             // weather forecast nor the scheduler).
             if b.load.known_s() >= LOAD_MIN_HISTORY_S {
                 let none = |_: usize, _: usize| Exogenous::default();
-                b.forecaster = Forecaster::train(&b.load.vals, LOAD_STEP_S, b.load.t0_s, &LOAD_HORIZONS_S, &none)
-                    .ok()
-                    .or(b.forecaster.take());
+                match Forecaster::train(&b.load.vals, LOAD_STEP_S, b.load.t0_s, &LOAD_HORIZONS_S, &none) {
+                    Ok(f) => {
+                        b.forecaster = Some(f);
+                        b.forecast_note = None;
+                    }
+                    Err(e) => {
+                        b.forecast_note = Some(format!(
+                            "the load forecaster's training at {:.1} h failed ({e}): {}",
+                            now / 3600.0,
+                            if b.forecaster.is_some() {
+                                "the forecaster from before is kept"
+                            } else {
+                                "there is no load forecast"
+                            }
+                        ))
+                    }
+                }
             }
             if b.fac.fit().is_ok() && b.cooling.fit() {
                 b.model = Some(HallModel::from_twin(&b.twin, &b.fac));
@@ -715,6 +751,11 @@ impl Coordinated {
             gs.hottest <= slow - p.margin_now_k - p.margin_hysteresis_k
                 && gs.at_tdp <= slow - p.margin_tdp_k - p.margin_hysteresis_k
         };
+        // A move's writes are paid for by the hours its setpoints stand: the policy's own recent
+        // holds (a mean over its last moves, or the present hold if it is longer), at least the
+        // plan's horizon, at most the cap.
+        let holding_h = self.last_move_s.map_or(0.0, |t| (input.now_s - t) / 3600.0);
+        let amortise_h = write_amortise_h(self.hold_h, holding_h, p.horizon_s, p.write_amortise_max_s);
         // Writes a move needs, and what they are charged, kW over the horizon.
         let write_kw = |s: f64, q: f64, fac: f64| -> (u32, f64) {
             let mut w = 0u32;
@@ -730,7 +771,7 @@ impl Coordinated {
             // Leaving the fallback is a one-off transition: its writes are not charged, so the
             // first plan is not held near where trim-respond happened to leave the setpoints.
             let cost = if first_plan { 0.0 } else { p.write_cost_kwh };
-            (w, w as f64 * cost / (p.horizon_s / 3600.0))
+            (w, w as f64 * cost / amortise_h)
         };
         let mut best: Option<(PlanSetpoints, PlanPrediction, f64, u32)> = None;
         let mut n = 0u32;
@@ -805,7 +846,7 @@ impl Coordinated {
                 if keep_ok && !first_plan && score >= k.kwh_per_gpu_h * (1.0 - p.min_gain) =>
             {
                 reasons.push(format!(
-                    "holding CDU supply {:.1} °C, flow {:.0} % of design, facility water {:.1} °C: the best candidate ({:.0} °C, {:.0} %, {:.0} °C) would save {:.3} % of facility energy per unit of work, not enough for its {writes} setpoint writes (each charged {:.1} kWh) and the {:.2} % threshold",
+                    "holding CDU supply {:.1} °C, flow {:.0} % of design, facility water {:.1} °C: the best candidate ({:.0} °C, {:.0} %, {:.0} °C) would save {:.3} % of facility energy per unit of work, not enough for its {writes} setpoint writes (each charged {:.1} kWh over the {amortise_h:.1} h its setpoints are expected to stand) and the {:.2} % threshold",
                     keep_sp.cdu_supply_c,
                     keep_sp.cdu_flow_frac * 100.0,
                     keep_sp.facility_supply_c,
@@ -865,6 +906,15 @@ impl Coordinated {
                 (sp, pred)
             }
         };
+        // The hold that ends with a move feeds the expected hold (the first plan after the
+        // fallback starts the first hold).
+        if chosen != keep_sp || first_plan {
+            let now = input.now_s;
+            if let (Some(t), false) = (self.last_move_s, first_plan) {
+                self.hold_h = next_hold_h(self.hold_h, (now - t) / 3600.0, p.write_amortise_max_s);
+            }
+            self.last_move_s = Some(now);
+        }
         // Which constraint binds, from the neighbours of the choice.
         let binding = {
             let colder_flow = sides.iter().find(|(s, q, _)| {
@@ -956,12 +1006,18 @@ impl Coordinated {
                 "load forecast of {:.0} kW for the next hour is more than half off today's {:.0} kW: not used, the predicted powers are at today's load",
                 lf.it_next_hour_kw, lf.it_now_kw
             )),
+            (None, _) if b.forecast_note.is_some() && b.forecaster.is_none() => {
+                reasons.extend(b.forecast_note.clone().map(|n| format!("{n}: the predicted powers are at today's load")))
+            }
             (None, _) if b.forecaster.is_some() => reasons.push(
                 "load forecast unavailable (the last 5 minutes or the lags it needs have no good IT reading): the predicted powers are at today's load".into(),
             ),
             (None, _) => reasons.push(
                 "no load forecast yet (it needs a day and a half of load history): the predicted powers are at today's load".into(),
             ),
+        }
+        if b.forecaster.is_some() {
+            reasons.extend(b.forecast_note.clone());
         }
         self.held = Some(chosen);
         // Placement: racks with the most headroom at TDP first.
@@ -1049,6 +1105,7 @@ impl Policy for Coordinated {
             load: LoadHistory::new(LOAD_STEP_S, (8.0 * 86_400.0 / LOAD_STEP_S) as usize)
                 .with_hold((3600.0 / LOAD_STEP_S) as usize),
             forecaster: None,
+            forecast_note: None,
         }));
         let gc = GovernorConfig::default();
         self.governor = Some(BudgetGovernor::new(&site.gpu, topo, gc).with_electrical(&site.electrical));
@@ -1099,6 +1156,28 @@ mod tests {
         };
         m.gpus.t_s = t;
         m
+    }
+
+    #[test]
+    fn writes_are_charged_over_the_hours_setpoints_stand() {
+        let (hor, cap) = (3600.0, 4.0 * 3600.0);
+        // Moving at every plan (15-minute holds): the charge stays spread over the horizon.
+        let mut h = 0.0;
+        for _ in 0..20 {
+            h = next_hold_h(h, 0.25, cap);
+        }
+        assert!((write_amortise_h(h, 0.25, hor, cap) - 1.0).abs() < 1e-12);
+        // Holding for a day at a time: the mean of the holds reaches the cap, no further.
+        let mut h = 0.0;
+        for _ in 0..20 {
+            h = next_hold_h(h, 24.0, cap);
+        }
+        assert!(h > 3.99 && h <= 4.0, "{h}");
+        assert!((write_amortise_h(h, 0.0, hor, cap) - 4.0).abs() < 1e-2);
+        // A hold in progress longer than the mean counts: 3 h so far after short holds.
+        assert!((write_amortise_h(0.25, 3.0, hor, cap) - 3.0).abs() < 1e-12);
+        // A cap below the horizon leaves the horizon.
+        assert!((write_amortise_h(10.0, 10.0, hor, 600.0) - 1.0).abs() < 1e-12);
     }
 
     fn decide(p: &mut Coordinated, site: &str, t: f64) -> Decision {
