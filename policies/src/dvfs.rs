@@ -125,6 +125,21 @@ pub struct GpuDemand {
     pub util: f64,
 }
 
+/// The cooling equipment's metered power (CDU pumps, facility pumps, heat-rejection fans and
+/// chillers), W; `None` unless every reading is usable (the overhead is then smoothed whole).
+fn metered_cooling_w(m: &Measurements, now: f64, stale: f64) -> Option<f64> {
+    let mut w = 0.0;
+    for c in &m.cdus {
+        w += c.pump_power_kw.usable(now, stale).then_some(c.pump_power_kw.value)?;
+    }
+    for f in &m.facilities {
+        for r in [&f.pump_power_kw, &f.fan_power_kw, &f.chiller_power_kw] {
+            w += r.usable(now, stale).then_some(r.value)?;
+        }
+    }
+    Some(w * 1e3)
+}
+
 /// Power ratios at which the loss of a GPU is linearised (its curve's knee is added when it
 /// has one; the knee curve is exact on these segments).
 const BREAKS: [f64; 7] = [0.95, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4];
@@ -316,13 +331,17 @@ impl BudgetGovernor {
         let alpha = 1.0 - (-dt / self.cfg.overhead_tau_s).exp();
         // The electrical chain's losses follow the IT load at once: they move with the fast part.
         let chain = self.electrical.as_ref().map_or(1.0, |e| chain_marginal(e, it_w));
-        let raw = meter_w - chain * it_w;
+        // The metered cooling (pumps, fans, chillers) steps when equipment stages, a chiller
+        // compressor by 100 kW at once on hall-10k: it is taken as read, and only the rest of the
+        // overhead is smoothed (before, a chiller start took the budget over for 35 s).
+        let cooling_w = metered_cooling_w(m, now, stale).unwrap_or(0.0);
+        let raw = meter_w - chain * it_w - cooling_w;
         let overhead = match self.overhead_w {
             Some(o) if o.is_finite() => o + alpha * (raw - o),
             _ => raw,
         };
         self.overhead_w = Some(overhead);
-        let facility_w = chain * it_w + overhead;
+        let facility_w = chain * it_w + cooling_w + overhead;
         let k = if it_w > 0.0 {
             (facility_w / it_w).clamp(1.0, 2.0)
         } else {
@@ -646,6 +665,64 @@ mod tests {
             }
         }
         best
+    }
+
+    #[test]
+    fn a_chiller_start_is_answered_on_the_tick_it_is_metered() {
+        use coolplane_core::signals::FacilityMeasurement;
+        let site = site();
+        let topo = Topology::new(&site);
+        let limits = PlantLimits::from_site(&site, &topo);
+        let current = limits.design_setpoints();
+        let n = topo.gpu_count;
+        let caps = vec![site.gpu.tdp_w as f32; n];
+        let cfg = GovernorConfig::default();
+        let f0 = image(n, &caps, 0.0, 0.0, 1.5e6).meter.facility_power_kw.value;
+        // The budget leaves 50 kW under the loop's target; a chiller stage then adds 100 kW.
+        let budget = (f0 + 50.0) / (1.0 - cfg.margin_frac);
+        let run = |chiller_metered: bool| {
+            let mut gov = BudgetGovernor::new(&site.gpu, &topo, cfg);
+            let mut shed_at_step = false;
+            for k in 0..40 {
+                let t = k as f64;
+                let step = k == 30;
+                let chiller_kw = if k >= 30 { 100.0 } else { 0.0 };
+                let mut m = image(n, &caps, budget, t, 1.5e6);
+                m.meter.facility_power_kw.value += chiller_kw;
+                let mut f = FacilityMeasurement {
+                    pump_power_kw: Reading::good(40.0, t),
+                    fan_power_kw: Reading::good(20.0, t),
+                    chiller_power_kw: Reading::good(chiller_kw, t),
+                    ..Default::default()
+                };
+                if !chiller_metered {
+                    f.chiller_power_kw.quality = coolplane_core::signals::Quality::Bad;
+                }
+                m.facilities = vec![f];
+                let out = gov.tick(&PolicyInput {
+                    now_s: t,
+                    image: &m,
+                    limits: &limits,
+                    topology: &topo,
+                    current: &current,
+                });
+                if k < 30 {
+                    assert!(out.power_limits.is_empty(), "tick {k}: capped within the budget");
+                }
+                if step {
+                    shed_at_step = !out.power_limits.is_empty() && gov.status().shed_kw >= 50.0 - 1.0;
+                }
+            }
+            shed_at_step
+        };
+        // Read from the chiller's meter, the step is shed on the tick it appears.
+        assert!(run(true), "the metered chiller start was not answered at once");
+        // Seen only through the smoothed utility-meter residual (the chiller's reading bad), the
+        // same step is not: what the loop did before the cooling was taken as metered.
+        assert!(
+            !run(false),
+            "the smoothed overhead answered a 100 kW step within a second"
+        );
     }
 
     #[test]
