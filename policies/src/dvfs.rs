@@ -230,8 +230,10 @@ pub struct BudgetGovernor {
     /// Shed last reported to operators, W.
     reported_shed_w: f64,
     last_report_s: f64,
-    /// Overhead (facility − IT through the electrical chain), smoothed, W.
+    /// Overhead (facility − IT through the electrical chain − the metered cooling), smoothed, W.
     overhead_w: Option<f64>,
+    /// The metered cooling at the last tick, W (`None`: some reading was not usable).
+    metered_w: Option<f64>,
     /// The site's electrical chain (nameplate), for the losses that follow the IT load.
     electrical: Option<Electrical>,
     last_t: Option<f64>,
@@ -255,6 +257,7 @@ impl BudgetGovernor {
             reported_shed_w: 0.0,
             last_report_s: f64::NEG_INFINITY,
             overhead_w: None,
+            metered_w: None,
             last_t: None,
             electrical: None,
         }
@@ -334,7 +337,18 @@ impl BudgetGovernor {
         // The metered cooling (pumps, fans, chillers) steps when equipment stages, a chiller
         // compressor by 100 kW at once on hall-10k: it is taken as read, and only the rest of the
         // overhead is smoothed (before, a chiller start took the budget over for 35 s).
-        let cooling_w = metered_cooling_w(m, now, stale).unwrap_or(0.0);
+        let metered = metered_cooling_w(m, now, stale);
+        // When a cooling reading goes stale or comes back, the smoothed part takes the metered
+        // cooling over (or hands it back), so the estimate does not step and lift caps.
+        if let Some(o) = self.overhead_w.as_mut() {
+            match (self.metered_w, metered) {
+                (Some(c), None) => *o += c,
+                (None, Some(c)) => *o -= c,
+                _ => {}
+            }
+        }
+        self.metered_w = metered;
+        let cooling_w = metered.unwrap_or(0.0);
         let raw = meter_w - chain * it_w - cooling_w;
         let overhead = match self.overhead_w {
             Some(o) if o.is_finite() => o + alpha * (raw - o),
@@ -717,6 +731,37 @@ mod tests {
         };
         // Read from the chiller's meter, the step is shed on the tick it appears.
         assert!(run(true), "the metered chiller start was not answered at once");
+        // A cooling reading that goes bad (the chiller still drawing 100 kW) does not step the
+        // estimate down: the smoothed part takes it over.
+        let mut gov = BudgetGovernor::new(&site.gpu, &topo, cfg);
+        let mut last = f64::NAN;
+        for k in 0..40 {
+            let t = k as f64;
+            let mut m = image(n, &caps, 1e6, t, 1.5e6);
+            m.meter.facility_power_kw.value += 100.0;
+            let mut f = FacilityMeasurement {
+                pump_power_kw: Reading::good(40.0, t),
+                fan_power_kw: Reading::good(20.0, t),
+                chiller_power_kw: Reading::good(100.0, t),
+                ..Default::default()
+            };
+            if k >= 30 {
+                f.chiller_power_kw.quality = coolplane_core::signals::Quality::Bad;
+            }
+            m.facilities = vec![f];
+            gov.tick(&PolicyInput {
+                now_s: t,
+                image: &m,
+                limits: &limits,
+                topology: &topo,
+                current: &current,
+            });
+            let est = gov.status().facility_kw;
+            if k >= 20 {
+                assert!((est - last).abs() < 1.0, "tick {k}: estimate stepped {last} → {est} kW");
+            }
+            last = est;
+        }
         // Seen only through the smoothed utility-meter residual (the chiller's reading bad), the
         // same step is not: what the loop did before the cooling was taken as metered.
         assert!(
