@@ -691,6 +691,19 @@ mod tests {
         let n = topo.gpu_count;
         let caps = vec![site.gpu.tdp_w as f32; n];
         let cfg = GovernorConfig::default();
+        // Facility pumps 40 kW, fans 20 kW, the chiller as given (its reading bad unless `ok`).
+        let facility = |t: f64, chiller_kw: f64, ok: bool| {
+            let mut f = FacilityMeasurement {
+                pump_power_kw: Reading::good(40.0, t),
+                fan_power_kw: Reading::good(20.0, t),
+                chiller_power_kw: Reading::good(chiller_kw, t),
+                ..Default::default()
+            };
+            if !ok {
+                f.chiller_power_kw.quality = coolplane_core::signals::Quality::Bad;
+            }
+            f
+        };
         let f0 = image(n, &caps, 0.0, 0.0, 1.5e6).meter.facility_power_kw.value;
         // The budget leaves 50 kW under the loop's target; a chiller stage then adds 100 kW.
         let budget = (f0 + 50.0) / (1.0 - cfg.margin_frac);
@@ -703,16 +716,7 @@ mod tests {
                 let chiller_kw = if k >= 30 { 100.0 } else { 0.0 };
                 let mut m = image(n, &caps, budget, t, 1.5e6);
                 m.meter.facility_power_kw.value += chiller_kw;
-                let mut f = FacilityMeasurement {
-                    pump_power_kw: Reading::good(40.0, t),
-                    fan_power_kw: Reading::good(20.0, t),
-                    chiller_power_kw: Reading::good(chiller_kw, t),
-                    ..Default::default()
-                };
-                if !chiller_metered {
-                    f.chiller_power_kw.quality = coolplane_core::signals::Quality::Bad;
-                }
-                m.facilities = vec![f];
+                m.facilities = vec![facility(t, chiller_kw, chiller_metered)];
                 let out = gov.tick(&PolicyInput {
                     now_s: t,
                     image: &m,
@@ -739,16 +743,7 @@ mod tests {
             let t = k as f64;
             let mut m = image(n, &caps, 1e6, t, 1.5e6);
             m.meter.facility_power_kw.value += 100.0;
-            let mut f = FacilityMeasurement {
-                pump_power_kw: Reading::good(40.0, t),
-                fan_power_kw: Reading::good(20.0, t),
-                chiller_power_kw: Reading::good(100.0, t),
-                ..Default::default()
-            };
-            if k >= 30 {
-                f.chiller_power_kw.quality = coolplane_core::signals::Quality::Bad;
-            }
-            m.facilities = vec![f];
+            m.facilities = vec![facility(t, 100.0, k < 30)];
             gov.tick(&PolicyInput {
                 now_s: t,
                 image: &m,
