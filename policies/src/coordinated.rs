@@ -104,14 +104,16 @@ impl Default for CoordinatedParams {
     }
 }
 
-/// Hours a move's write charge is spread over: the mean of the policy's recent holds `hold_h`,
-/// or the hold in progress `holding_h` if longer, within [horizon, cap].
+/// Hours a move's write charge is spread over: the running mean of the policy's recent holds
+/// `hold_h`, or the hold in progress `holding_h` if longer, within [horizon, cap].
 fn write_amortise_h(hold_h: f64, holding_h: f64, horizon_s: f64, cap_s: f64) -> f64 {
     let lo = horizon_s / 3600.0;
     hold_h.max(holding_h).clamp(lo, (cap_s / 3600.0).max(lo))
 }
 
-/// The running mean of holds after one of `held_h` hours ends (each hold counted up to the cap).
+/// The running mean of holds after one of `held_h` hours ends: exponentially weighted (0.3 on
+/// the newest), starting from zero, so a few holds are needed before it counts them in full
+/// (each hold counted up to the cap).
 fn next_hold_h(hold_h: f64, held_h: f64, cap_s: f64) -> f64 {
     0.7 * hold_h + 0.3 * held_h.clamp(0.0, cap_s / 3600.0)
 }
@@ -907,8 +909,9 @@ impl Coordinated {
             }
         };
         // The hold that ends with a move feeds the expected hold (the first plan after the
-        // fallback starts the first hold).
-        if chosen != keep_sp || first_plan {
+        // fallback starts the first hold). A move is a target other than the last plan's: the
+        // setpoints in force may lag it (the ramp, a guard), which is not a new move.
+        if self.held != Some(chosen) || first_plan {
             let now = input.now_s;
             if let (Some(t), false) = (self.last_move_s, first_plan) {
                 self.hold_h = next_hold_h(self.hold_h, (now - t) / 3600.0, p.write_amortise_max_s);

@@ -50,7 +50,8 @@ pub struct GovernorConfig {
     pub stale_after_s: f64,
     /// A GPU's cap is sent again only when it moves by more than this, W.
     pub min_change_w: f64,
-    /// Time constant of the smoothing of the overhead (utility meter − rack meters), s.
+    /// Time constant of the smoothing of the unmetered overhead (utility meter − rack meters
+    /// through the chain's losses − the metered cooling), s.
     pub overhead_tau_s: f64,
 }
 
@@ -317,8 +318,9 @@ impl BudgetGovernor {
         let budget_w = meter.power_budget_kw.value * 1e3;
         let meter_w = meter.facility_power_kw.value * 1e3;
         // The facility power as the sum of the rack meters (fast, and their independent errors
-        // average out over hundreds of racks) plus the overhead, utility meter − racks, smoothed
-        // (it moves over minutes; the utility meter alone is as noisy as the margin).
+        // average out over hundreds of racks) through the chain's losses, plus the metered
+        // cooling as read, plus the rest of the overhead (utility meter − those), smoothed (it
+        // moves over minutes; the utility meter alone is as noisy as the margin).
         let racks_w = m
             .racks
             .iter()
@@ -335,8 +337,9 @@ impl BudgetGovernor {
         // The electrical chain's losses follow the IT load at once: they move with the fast part.
         let chain = self.electrical.as_ref().map_or(1.0, |e| chain_marginal(e, it_w));
         // The metered cooling (pumps, fans, chillers) steps when equipment stages, a chiller
-        // compressor by 100 kW at once on hall-10k: it is taken as read, and only the rest of the
-        // overhead is smoothed (before, a chiller start took the budget over for 35 s).
+        // stage by about 100 kW at once on hall-10k: it is taken as read, and only the rest of
+        // the overhead is smoothed (before, a chiller start took the budget over for 35 s). Every
+        // cooling reading is taken to be behind the budget's meter.
         let metered = metered_cooling_w(m, now, stale);
         // When a cooling reading goes stale or comes back, the smoothed part takes the metered
         // cooling over (or hands it back), so the estimate does not step and lift caps.
@@ -736,14 +739,14 @@ mod tests {
         // Read from the chiller's meter, the step is shed on the tick it appears.
         assert!(run(true), "the metered chiller start was not answered at once");
         // A cooling reading that goes bad (the chiller still drawing 100 kW) does not step the
-        // estimate down: the smoothed part takes it over.
+        // estimate down: the smoothed part takes it over; nor up when it comes back.
         let mut gov = BudgetGovernor::new(&site.gpu, &topo, cfg);
         let mut last = f64::NAN;
         for k in 0..40 {
             let t = k as f64;
             let mut m = image(n, &caps, 1e6, t, 1.5e6);
             m.meter.facility_power_kw.value += 100.0;
-            m.facilities = vec![facility(t, 100.0, k < 30)];
+            m.facilities = vec![facility(t, 100.0, !(30..35).contains(&k))];
             gov.tick(&PolicyInput {
                 now_s: t,
                 image: &m,
