@@ -79,7 +79,8 @@ pub struct CoordinatedParams {
     /// EEPROM with a finite write endurance; this keeps the writes to moves that pay.
     pub write_cost_kwh: f64,
     /// A move's write charge is spread over the time its setpoints are expected to stand: the
-    /// mean of the policy's own recent holds, at least the horizon and at most this, s.
+    /// running mean of the policy's own recent holds, or the hold in progress if longer, at
+    /// least the horizon and at most this, s.
     pub write_amortise_max_s: f64,
 }
 
@@ -115,7 +116,8 @@ fn write_amortise_h(hold_h: f64, holding_h: f64, horizon_s: f64, cap_s: f64) -> 
 /// the newest), starting from zero, so a few holds are needed before it counts them in full
 /// (each hold counted up to the cap).
 fn next_hold_h(hold_h: f64, held_h: f64, cap_s: f64) -> f64 {
-    0.7 * hold_h + 0.3 * held_h.clamp(0.0, cap_s / 3600.0)
+    // max/min, not clamp: a cap that is NaN or negative leaves the hold uncounted, never panics.
+    0.7 * hold_h + 0.3 * held_h.min(cap_s / 3600.0).max(0.0)
 }
 
 /// Uniform setpoints for a hall (every CDU alike).
@@ -1179,8 +1181,10 @@ mod tests {
         assert!((write_amortise_h(h, 0.0, hor, cap) - 4.0).abs() < 1e-2);
         // A hold in progress longer than the mean counts: 3 h so far after short holds.
         assert!((write_amortise_h(0.25, 3.0, hor, cap) - 3.0).abs() < 1e-12);
-        // A cap below the horizon leaves the horizon.
+        // A cap below the horizon leaves the horizon; a cap that is not a number does not panic.
         assert!((write_amortise_h(10.0, 10.0, hor, 600.0) - 1.0).abs() < 1e-12);
+        assert_eq!(next_hold_h(1.0, 2.0, -3600.0), 0.7);
+        assert!(write_amortise_h(next_hold_h(1.0, 2.0, f64::NAN), 0.5, hor, f64::NAN) >= 1.0);
     }
 
     fn decide(p: &mut Coordinated, site: &str, t: f64) -> Decision {
