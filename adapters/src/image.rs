@@ -10,7 +10,7 @@ use crate::mqtt::MqttLink;
 use crate::points::{cdu, facility, meter, tank};
 use coolplane_core::signals::{
     Actions, CduMeasurement, FacilityMeasurement, GpuTelemetry, Measurements, MeterMeasurement, Quality,
-    RackMeasurement, Reading, TankMeasurement,
+    RackMeasurement, Reading, RejectionMode, TankMeasurement,
 };
 use coolplane_core::topology::Topology;
 
@@ -147,6 +147,13 @@ impl WirePlant {
                 outdoor_dry_bulb_c: pt(facility::OUTDOOR_DRY_BULB_C),
                 outdoor_wet_bulb_c: pt(facility::OUTDOOR_WET_BULB_C),
                 local_fallback: flag(facility::LOCAL_FALLBACK),
+                rejection_mode: {
+                    // Only a good reading of a code some mode has: anything else is "not known".
+                    let r = pt(facility::REJECTION_MODE_ACTIVE);
+                    (r.quality == Quality::Good && r.value.is_finite() && r.value >= 0.0 && r.value.fract() == 0.0)
+                        .then(|| RejectionMode::from_code(r.value as u16))
+                        .flatten()
+                },
             });
         }
         let mp = |name: &str| reading(self.meter.as_ref().and_then(|d| d.point(name)));
@@ -247,6 +254,13 @@ impl WirePlant {
             };
             if let Some(v) = cmd.supply_temp_setpoint_c {
                 note(d.write(facility::SUPPLY_SETPOINT_C, v), &mut rep, true);
+            }
+            if let Some(mode) = cmd.rejection_mode {
+                note(
+                    d.write(facility::REJECTION_MODE, f64::from(mode.code())),
+                    &mut rep,
+                    true,
+                );
             }
             if cmd.heartbeat {
                 note(d.write(facility::HEARTBEAT, hb), &mut rep, false);

@@ -88,8 +88,12 @@ pub mod facility {
     pub const OUTDOOR_WET_BULB_C: &str = "outdoor_wet_bulb_c";
     /// 1 while the system runs on its local defaults after a heartbeat timeout.
     pub const LOCAL_FALLBACK: &str = "local_fallback";
+    /// Heat-rejection mode in force (0 auto, 1 dry, 2 adiabatic).
+    pub const REJECTION_MODE_ACTIVE: &str = "rejection_mode_active";
     /// Supply temperature setpoint the supervisor writes, °C.
     pub const SUPPLY_SETPOINT_C: &str = "supply_setpoint_c";
+    /// Heat-rejection mode the supervisor writes (0 auto, 1 dry, 2 adiabatic).
+    pub const REJECTION_MODE: &str = "rejection_mode";
     /// Heartbeat counter the supervisor writes every tick.
     pub const HEARTBEAT: &str = "heartbeat";
 }
@@ -527,6 +531,23 @@ pub const FACILITY: &[PointSpec] = &[
         Range::Plausible,
         "1 while the system runs on its local defaults, shown to operators",
         "a system in local fallback is not seen as such",
+    ),
+    PointSpec {
+        name: facility::REJECTION_MODE,
+        need: Optional,
+        writable: true,
+        unit: "",
+        range: Range::Accepts(0.0, 2.0),
+        used_for: "the heat-rejection mode the controller writes on change (0 auto, 1 dry, 2 adiabatic; auto in safe mode and on stale data)",
+        if_missing: "the mode writes are refused and counted; the firmware stages its adiabatic assist itself",
+    },
+    read(
+        facility::REJECTION_MODE_ACTIVE,
+        Optional,
+        "",
+        Range::Plausible,
+        "read-back of the mode in force: the controller writes only when it differs, and again after a fallback",
+        "the controller writes the mode when it changes and after a fallback",
     ),
 ];
 

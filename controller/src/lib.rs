@@ -25,7 +25,7 @@
 pub mod budget;
 pub mod ledger;
 
-use coolplane_core::signals::{Actions, CduCommand, FacilityCommand, Measurements, RackPowerLimits};
+use coolplane_core::signals::{Actions, CduCommand, FacilityCommand, Measurements, RackPowerLimits, RejectionMode};
 use coolplane_core::site::Site;
 use coolplane_core::topology::Topology;
 use coolplane_policies::{Decision, EnergyPlan, PlantLimits, Policy, PolicyInput, Setpoints};
@@ -66,6 +66,10 @@ pub struct ControllerConfig {
     /// Emergency power caps: each tick a GPU stays within the margin, its limit drops by this
     /// fraction of the limit in force (twice that at slowdown itself), down to the lowest cap.
     pub emergency_cut_frac: f64,
+    /// A hall's heat-rejection mode (auto / dry / adiabatic) changes at most once in this many
+    /// seconds (wetting and drying the adiabatic pads cycles them and their water treatment);
+    /// a return to auto when the data goes stale or in safe mode is not held, s.
+    pub rejection_mode_hold_s: f64,
 }
 
 impl Default for ControllerConfig {
@@ -83,6 +87,7 @@ impl Default for ControllerConfig {
             tank_guard_frac: 0.8,
             emergency_margin_k: 2.0,
             emergency_cut_frac: 0.15,
+            rejection_mode_hold_s: 900.0,
         }
     }
 }
@@ -90,7 +95,7 @@ impl Default for ControllerConfig {
 impl ControllerConfig {
     /// Allowed range of every field: (field, low, high, low end included). A value outside
     /// (NaN and infinities included) would turn a safety function off, so it is refused.
-    pub const RANGES: [(&'static str, f64, f64, bool); 12] = [
+    pub const RANGES: [(&'static str, f64, f64, bool); 13] = [
         ("stale_after_s", 1.0, 3_600.0, true),
         ("guard_margin_k", 0.5, 30.0, true),
         ("supply_rate_k_per_min", 0.0, 10.0, false),
@@ -103,6 +108,7 @@ impl ControllerConfig {
         ("tank_guard_frac", 0.1, 0.99, true),
         ("emergency_margin_k", 0.25, 30.0, true),
         ("emergency_cut_frac", 0.0, 0.5, false),
+        ("rejection_mode_hold_s", 0.0, 86_400.0, true),
     ];
 
     /// Check every field against [`Self::RANGES`]; the error names the field, its value and the
@@ -121,6 +127,7 @@ impl ControllerConfig {
             self.tank_guard_frac,
             self.emergency_margin_k,
             self.emergency_cut_frac,
+            self.rejection_mode_hold_s,
         ];
         for ((field, lo, hi, lo_incl), v) in Self::RANGES.iter().zip(values) {
             let above_lo = if *lo_incl { v >= *lo } else { v > *lo };
@@ -187,6 +194,9 @@ pub struct Controller {
     supply_moved_s: Vec<f64>,
     flow_moved_s: Vec<f64>,
     facility_moved_s: Vec<f64>,
+    /// Per hall: when the heat-rejection mode commanded (in `commanded.rejection`) last
+    /// changed, s.
+    rejection_moved_s: Vec<f64>,
     events: Vec<ControllerEvent>,
     last_reasons: Vec<String>,
     writes: u64,
@@ -251,12 +261,16 @@ impl Controller {
             supply_moved_s: vec![f64::NAN; n_cdu],
             flow_moved_s: vec![f64::NAN; n_cdu],
             facility_moved_s: vec![f64::NAN; n_hall],
+            rejection_moved_s: vec![f64::NEG_INFINITY; n_hall],
             topo,
             policy,
             mode: Mode::Auto,
             requested_mode: Mode::Auto,
             proposal: design.clone(),
-            commanded: design,
+            commanded: Setpoints {
+                rejection: vec![RejectionMode::Auto; n_hall],
+                ..design
+            },
             limits,
             last_tick_s: None,
             last_slow_s: None,
@@ -431,7 +445,7 @@ impl Controller {
                 Severity::Critical,
                 "process image does not match the site topology: safe setpoints".into(),
             );
-            return self.safe_actions();
+            return self.safe_actions(now_s);
         }
 
         // 1. Freshness.
@@ -774,8 +788,46 @@ impl Controller {
             };
             let write = needs_write(s, rb, self.cfg.deadband_k) || m.local_fallback;
             self.writes += write as u64;
+            // Heat-rejection mode: auto when stale or safe (the firmware's own staging), else the
+            // policy's where the equipment has the mode, changed at most once per hold time.
+            let want = if hall_stale || self.mode == Mode::Safe || !l.adiabatic_assist {
+                RejectionMode::Auto
+            } else {
+                self.proposal.rejection_mode(h)
+            };
+            let prev = self.commanded.rejection[h];
+            let held =
+                want != RejectionMode::Auto && now_s - self.rejection_moved_s[h] < self.cfg.rejection_mode_hold_s;
+            if want != prev && !held {
+                self.commanded.rejection[h] = want;
+                self.rejection_moved_s[h] = now_s;
+                let why = if hall_stale {
+                    "the hall's data is stale"
+                } else if self.mode == Mode::Safe {
+                    "safe mode"
+                } else {
+                    "the policy's choice"
+                };
+                let msg = format!(
+                    "{}: heat-rejection mode {} -> {} ({why})",
+                    self.topo.halls[h].name,
+                    prev.name(),
+                    want.name()
+                );
+                self.event(now_s, Severity::Info, msg);
+            }
+            // Written when the device reads back another mode, or after its fallback (it then
+            // runs auto and must be told again); a device that reports no mode is written on a
+            // change only.
+            let mode = self.commanded.rejection[h];
+            let write_mode = match m.rejection_mode {
+                Some(rb) if !m.local_fallback => rb != mode,
+                _ => mode != prev || (m.local_fallback && mode != RejectionMode::Auto),
+            };
+            self.writes += write_mode as u64;
             actions.facilities.push(FacilityCommand {
                 supply_temp_setpoint_c: write.then_some(s),
+                rejection_mode: write_mode.then_some(mode),
                 heartbeat: true,
             });
         }
@@ -1031,9 +1083,18 @@ impl Controller {
         changed
     }
 
-    fn safe_actions(&mut self) -> Actions {
+    fn safe_actions(&mut self, now_s: f64) -> Actions {
         let design = self.limits.design_setpoints();
         self.mode = Mode::Safe;
+        let modes = std::mem::replace(
+            &mut self.commanded.rejection,
+            vec![RejectionMode::Auto; design.facilities.len()],
+        );
+        for (m, moved) in modes.iter().zip(&mut self.rejection_moved_s) {
+            if *m != RejectionMode::Auto {
+                *moved = now_s;
+            }
+        }
         Actions {
             cdus: design
                 .cdus
@@ -1047,8 +1108,12 @@ impl Controller {
             facilities: design
                 .facilities
                 .iter()
-                .map(|f| FacilityCommand {
+                .zip(&modes)
+                .map(|(f, m)| FacilityCommand {
                     supply_temp_setpoint_c: Some(*f),
+                    // Back to the firmware's own staging (written only if another was commanded:
+                    // a device without the mode register is not sent one).
+                    rejection_mode: (*m != RejectionMode::Auto).then_some(RejectionMode::Auto),
                     heartbeat: true,
                 })
                 .collect(),

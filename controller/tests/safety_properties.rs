@@ -6,7 +6,8 @@
 
 use coolplane_controller::{Controller, ControllerConfig, Mode};
 use coolplane_core::signals::{
-    CduMeasurement, FacilityMeasurement, GpuTelemetry, Measurements, Quality, RackMeasurement, RackPowerLimits, Reading,
+    CduMeasurement, FacilityMeasurement, GpuTelemetry, Measurements, Quality, RackMeasurement, RackPowerLimits,
+    Reading, RejectionMode,
 };
 use coolplane_core::site::builtin_site;
 use coolplane_core::topology::Topology;
@@ -111,6 +112,9 @@ struct Tick {
     limits: LimitsSpec,
     proposal_cdus: Vec<(f64, f64)>,
     proposal_fac: Vec<f64>,
+    /// Per hall: proposed heat-rejection mode and the mode the device reads back (codes; a code
+    /// no mode has: none proposed / not reported).
+    proposal_modes: Vec<(u16, u16)>,
     proposal_limits: Vec<(u32, f32, usize)>,
 }
 
@@ -144,11 +148,14 @@ fn any_tick(n_cdu: usize, n_hall: usize, n_rack: usize) -> impl Strategy<Value =
         proptest::collection::vec(any_reading(20.0, 110.0), n_rack),
         limits,
         proptest::collection::vec((any_value(0.0, 80.0), any_value(-500.0, 5000.0)), n_cdu),
-        proptest::collection::vec(any_value(0.0, 60.0), n_hall),
+        (
+            proptest::collection::vec(any_value(0.0, 60.0), n_hall),
+            proptest::collection::vec((0u16..4, 0u16..4), n_hall),
+        ),
         proptest::collection::vec((0u32..(n_rack as u32 + 2), any_f32_limit(), 0usize..200), 0..4),
     )
         .prop_map(
-            |((dt, gpu_age, gpu_temps_present), cdus, facilities, racks, limits, pc, pf, pl)| Tick {
+            |((dt, gpu_age, gpu_temps_present), cdus, facilities, racks, limits, pc, (pf, pm), pl)| Tick {
                 dt,
                 gpu_age,
                 gpu_temps_present,
@@ -158,6 +165,7 @@ fn any_tick(n_cdu: usize, n_hall: usize, n_rack: usize) -> impl Strategy<Value =
                 limits,
                 proposal_cdus: pc,
                 proposal_fac: pf,
+                proposal_modes: pm,
                 proposal_limits: pl,
             },
         )
@@ -187,9 +195,11 @@ fn image(now: f64, t: &Tick, n_gpu: usize) -> Measurements {
         facilities: t
             .facilities
             .iter()
-            .map(|[s, ss]| FacilityMeasurement {
+            .zip(&t.proposal_modes)
+            .map(|([s, ss], &(_, rb))| FacilityMeasurement {
                 supply_temp_c: s.at(now),
                 supply_setpoint_c: ss.at(now),
+                rejection_mode: RejectionMode::from_code(rb),
                 ..Default::default()
             })
             .collect(),
@@ -224,6 +234,11 @@ fn decision(t: &Tick) -> Decision {
                 .map(|&(supply_c, flow_lpm)| CduSetpoint { supply_c, flow_lpm })
                 .collect(),
             facilities: t.proposal_fac.clone(),
+            rejection: t
+                .proposal_modes
+                .iter()
+                .map(|&(m, _)| RejectionMode::from_code(m).unwrap_or_default())
+                .collect(),
         },
         power_limits: t
             .proposal_limits
@@ -252,6 +267,8 @@ fn check_sequence(site_name: &str, ticks: &[Tick]) -> Result<(), TestCaseError> 
     // rounded up to whole ticks, so less than hold + tick).
     let (n_cdu, n_hall) = (topo.cdus.len(), topo.halls.len());
     let (mut supply_moved, mut flow_moved, mut fac_moved) = (vec![0.0; n_cdu], vec![0.0; n_cdu], vec![0.0; n_hall]);
+    // Per hall: when the commanded heat-rejection mode last changed.
+    let mut mode_moved = vec![f64::NEG_INFINITY; n_hall];
     let span_min = |moved: f64, now: f64, dt: f64| (now - moved).min(cfg.ramp_hold_s + dt) / 60.0;
     for (k, t) in ticks.iter().enumerate() {
         now += t.dt;
@@ -351,6 +368,34 @@ fn check_sequence(site_name: &str, ticks: &[Tick]) -> Result<(), TestCaseError> 
             if let Some(w) = cmd.supply_temp_setpoint_c {
                 prop_assert_eq!(w, s);
             }
+            // Dry or adiabatic only where the equipment has the assist and the hall's data is
+            // fresh; a change to either only after the hold time since the last change; what is
+            // written is what is commanded.
+            let mode = after.rejection[h];
+            if mode != RejectionMode::Auto {
+                prop_assert!(l.adiabatic_assist, "hall {} in {:?} without adiabatic assist", h, mode);
+                prop_assert!(
+                    img.facilities[h].supply_temp_c.usable(now, cfg.stale_after_s),
+                    "hall {} in {:?} on stale data",
+                    h,
+                    mode
+                );
+            }
+            if mode != before.rejection[h] {
+                if mode != RejectionMode::Auto {
+                    prop_assert!(
+                        now - mode_moved[h] >= cfg.rejection_mode_hold_s,
+                        "hall {} mode changed to {:?} {} s after the last change",
+                        h,
+                        mode,
+                        now - mode_moved[h]
+                    );
+                }
+                mode_moved[h] = now;
+            }
+            if let Some(m) = cmd.rejection_mode {
+                prop_assert_eq!(m, mode, "hall {} written mode differs from the commanded one", h);
+            }
             if k > 0 {
                 let allowed = cfg.facility_rate_k_per_min * span_min(fac_moved[h], now, dt) + 0.05 + 1e-9;
                 let ds = (s - before.facilities[h]).abs();
@@ -420,10 +465,16 @@ fn check_sequence(site_name: &str, ticks: &[Tick]) -> Result<(), TestCaseError> 
 }
 
 const SITE: &str = "supernode-640";
+/// A site whose dry coolers have adiabatic assist (the heat-rejection modes exist there).
+const SITE_ASSIST: &str = "hall-10k";
+
+fn sizes_of(site: &str) -> (usize, usize, usize) {
+    let topo = Topology::new(&builtin_site(site).unwrap());
+    (topo.cdus.len(), topo.halls.len(), topo.racks.len())
+}
 
 fn sizes() -> (usize, usize, usize) {
-    let topo = Topology::new(&builtin_site(SITE).unwrap());
-    (topo.cdus.len(), topo.halls.len(), topo.racks.len())
+    sizes_of(SITE)
 }
 
 proptest! {
@@ -437,6 +488,48 @@ proptest! {
         }
     ) {
         check_sequence(SITE, &ticks)?;
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    /// The same on a hall with adiabatic assist, where the policy's heat-rejection modes reach
+    /// the equipment (hold time, stale data, safe mode).
+    #[test]
+    fn heat_rejection_modes_are_held_and_fall_back_to_auto(
+        ticks in {
+            let (c, h, r) = sizes_of(SITE_ASSIST);
+            // Mostly fresh cooling data (with a dozen CDUs, arbitrary readings are almost never
+            // all fresh at once, and the modes would never leave auto).
+            let tick = (any_tick(c, h, r), proptest::bool::weighted(0.8)).prop_map(|(mut t, fresh)| {
+                if fresh {
+                    let freshen = |x: &mut RSpec, v: f64| {
+                        *x = RSpec { value: if x.value.is_finite() { x.value.clamp(v - 10.0, v + 10.0) } else { v }, age: 1.0, quality: Quality::Good };
+                    };
+                    for cdu in &mut t.cdus {
+                        let [s, f, ss, fs] = cdu;
+                        freshen(s, 40.0);
+                        freshen(f, 2000.0);
+                        freshen(ss, 40.0);
+                        freshen(fs, 2000.0);
+                    }
+                    for [s, ss] in &mut t.facilities {
+                        freshen(s, 30.0);
+                        freshen(ss, 30.0);
+                    }
+                    for r in &mut t.racks {
+                        freshen(r, 70.0);
+                    }
+                    t.gpu_age = 1.0;
+                    t.gpu_temps_present = true;
+                }
+                t
+            });
+            proptest::collection::vec(tick, 1..40)
+        }
+    ) {
+        check_sequence(SITE_ASSIST, &ticks)?;
     }
 }
 
@@ -464,6 +557,7 @@ mod regressions {
             },
             proposal_cdus: vec![(40.0, 2000.0); n_cdu],
             proposal_fac: vec![32.0; n_hall],
+            proposal_modes: vec![(0, 0); n_hall],
             proposal_limits: Vec::new(),
         }
     }

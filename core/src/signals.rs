@@ -151,6 +151,10 @@ pub struct FacilityMeasurement {
     pub adiabatic_on: bool,
     /// Trim chiller on.
     pub chiller_on: bool,
+    /// Heat-rejection mode in force (`None`: the device does not report one; during a BMS
+    /// fallback it reads back `Auto`).
+    #[serde(default)]
+    pub rejection_mode: Option<RejectionMode>,
     /// Heat-rejection fan power, kW.
     pub fan_power_kw: Reading,
     /// Facility pump power, kW.
@@ -234,11 +238,65 @@ pub struct CduCommand {
     pub heartbeat: bool,
 }
 
+/// How a hall's heat rejection may run, as the supervisor commands it (a holding register of
+/// the facility water system; the firmware reverts to [`RejectionMode::Auto`] when the BMS
+/// heartbeat times out).
+///
+/// In every mode the firmware still holds the facility supply setpoint with its fans and stages
+/// the trim chiller when the heat rejection has stayed saturated above the setpoint: no mode can
+/// leave the facility water uncooled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum RejectionMode {
+    /// The firmware stages adiabatic assist itself: on after the fans have been saturated above
+    /// the setpoint for 5 minutes, off when dry air alone could hold the setpoint again.
+    #[default]
+    Auto,
+    /// Dry coolers only: adiabatic assist held off (no water); if the fans cannot hold the
+    /// setpoint the trim chiller stages instead.
+    Dry,
+    /// Adiabatic assist held on (the pads wetted, water used) for as long as the mode stands.
+    Adiabatic,
+}
+
+impl RejectionMode {
+    /// The register value: 0 auto, 1 dry, 2 adiabatic.
+    pub fn code(self) -> u16 {
+        match self {
+            Self::Auto => 0,
+            Self::Dry => 1,
+            Self::Adiabatic => 2,
+        }
+    }
+
+    /// The mode for a register value (`None` for a value no mode has).
+    pub fn from_code(code: u16) -> Option<Self> {
+        match code {
+            0 => Some(Self::Auto),
+            1 => Some(Self::Dry),
+            2 => Some(Self::Adiabatic),
+            _ => None,
+        }
+    }
+
+    /// Lower-case name, as on the wire and in plans.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Auto => "auto",
+            Self::Dry => "dry",
+            Self::Adiabatic => "adiabatic",
+        }
+    }
+}
+
 /// A supervisory command to one hall's facility water system.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, Default)]
 pub struct FacilityCommand {
     /// Write a new facility supply setpoint, °C.
     pub supply_temp_setpoint_c: Option<f64>,
+    /// Write a new heat-rejection mode (`None`: no write this tick).
+    #[serde(default)]
+    pub rejection_mode: Option<RejectionMode>,
     /// Refresh the BMS heartbeat.
     pub heartbeat: bool,
 }
@@ -282,8 +340,8 @@ impl Actions {
             + self
                 .facilities
                 .iter()
-                .filter(|f| f.supply_temp_setpoint_c.is_some())
-                .count()
+                .map(|f| f.supply_temp_setpoint_c.is_some() as usize + f.rejection_mode.is_some() as usize)
+                .sum::<usize>()
     }
 }
 

@@ -30,8 +30,8 @@
 //! mode) applies to everything proposed here as to any policy.
 
 use crate::dvfs::{BudgetGovernor, FastDecision, GovernorConfig};
-use crate::{Decision, Policy, PolicyInput, TrimRespond};
-use coolplane_core::signals::{Measurements, PlacementAdvice, Quality};
+use crate::{Decision, PlantLimits, Policy, PolicyInput, Setpoints, TrimRespond};
+use coolplane_core::signals::{Measurements, PlacementAdvice, Quality, RejectionMode};
 use coolplane_core::site::{GpuModel, Site};
 use coolplane_core::topology::Topology;
 use coolplane_twin::forecast::{Exogenous, Forecaster, LoadHistory};
@@ -82,6 +82,13 @@ pub struct CoordinatedParams {
     /// running mean of the policy's own recent holds, or the hold in progress if longer, at
     /// least the horizon and at most this, s.
     pub write_amortise_max_s: f64,
+    /// Choose the heat-rejection mode (dry coolers alone, or with adiabatic assist held on)
+    /// where the halls have adiabatic assist, from rejection models learned separately in each
+    /// state of the assist; off (the default): the firmware stages the assist itself (auto).
+    /// Off by default because, measured on the hall-10k matrix (RESULTS.md), the choice costs
+    /// energy in six rows of eight and uses more water: the model of the assisted state, learned
+    /// from the few hours the firmware ran it, predicts savings the plant does not deliver.
+    pub choose_rejection_mode: bool,
 }
 
 impl Default for CoordinatedParams {
@@ -101,6 +108,7 @@ impl Default for CoordinatedParams {
             margin_hysteresis_k: 1.5,
             write_cost_kwh: 1.5,
             write_amortise_max_s: 4.0 * 3600.0,
+            choose_rejection_mode: false,
         }
     }
 }
@@ -129,6 +137,9 @@ pub struct PlanSetpoints {
     pub cdu_flow_frac: f64,
     /// Facility supply temperature, °C.
     pub facility_supply_c: f64,
+    /// Heat-rejection mode (auto: the firmware stages adiabatic assist itself).
+    #[serde(default)]
+    pub rejection_mode: RejectionMode,
 }
 
 /// What the hall model predicts for a set of setpoints over the plan's horizon (weather held).
@@ -201,6 +212,10 @@ pub struct EnergyPlan {
 #[derive(Debug, Clone)]
 struct CoolingModel {
     rej: Samples,
+    /// The same rejection model learned only while every hall's adiabatic assist was off
+    /// (`[0]`) or on (`[1]`): what dry or adiabatic heat rejection costs.
+    rej_assist: [Samples; 2],
+    rej_assist_fit: [Option<LinearFit>; 2],
     dtf: Samples,
     pump: Samples,
     rej_fit: Option<LinearFit>,
@@ -276,6 +291,39 @@ fn cooling_inputs(m: &Measurements) -> Option<[f64; 10]> {
     ])
 }
 
+/// A plan's uniform setpoints for every CDU and hall (the heat-rejection mode only to halls
+/// whose dry coolers have adiabatic assist; auto elsewhere).
+fn plan_setpoints(l: &PlantLimits, sp: &PlanSetpoints) -> Setpoints {
+    let mut out = l.uniform_setpoints(sp.cdu_supply_c, sp.cdu_flow_frac, sp.facility_supply_c);
+    out.rejection = l
+        .facilities
+        .iter()
+        .map(|f| {
+            if f.adiabatic_assist {
+                sp.rejection_mode
+            } else {
+                RejectionMode::Auto
+            }
+        })
+        .collect();
+    out
+}
+
+/// Samples a rejection model of one state of the adiabatic assist needs before the policy
+/// chooses modes from it (six hours of slow ticks).
+const MODE_MIN_SAMPLES: usize = 360;
+
+/// Whether every hall's adiabatic assist runs (`Some(true)`), none does (`Some(false)`), or
+/// the halls differ (`None`: the sample belongs to neither model).
+fn assist_state(m: &Measurements) -> Option<bool> {
+    let on = m.facilities.iter().filter(|f| f.adiabatic_on).count();
+    match on {
+        0 => Some(false),
+        n if n == m.facilities.len() => Some(true),
+        _ => None,
+    }
+}
+
 fn pump_features(flow_lpm: f64) -> [f64; 3] {
     let f = flow_lpm / 1000.0;
     [f, f * f, f * f * f]
@@ -285,6 +333,8 @@ impl CoolingModel {
     fn new() -> Self {
         Self {
             rej: Samples::new(N_FAC + 3, 20_000),
+            rej_assist: [Samples::new(N_FAC + 3, 20_000), Samples::new(N_FAC + 3, 20_000)],
+            rej_assist_fit: [None, None],
             dtf: Samples::new(2, 20_000),
             pump: Samples::new(3, 20_000),
             rej_fit: None,
@@ -298,6 +348,9 @@ impl CoolingModel {
     fn observe(&mut self, m: &Measurements) {
         if let Some([it, db, wb, fs, fr, cs, rise, rej, pump, flow]) = cooling_inputs(m) {
             self.rej.push(&rejection_features(it, db, wb, fs), rej);
+            if let Some(on) = assist_state(m) {
+                self.rej_assist[on as usize].push(&rejection_features(it, db, wb, fs), rej);
+            }
             self.dtf.push(&[cs - fs, rise], fr - fs);
             if flow > 0.0 {
                 self.pump.push(&pump_features(flow), pump);
@@ -312,6 +365,11 @@ impl CoolingModel {
         self.rej_fit = self.rej.fit(1e-4).ok();
         self.dtf_fit = self.dtf.fit(1e-4).ok();
         self.pump_fit = self.pump.fit(1e-4).ok();
+        for (fit, samples) in self.rej_assist_fit.iter_mut().zip(&self.rej_assist) {
+            *fit = (samples.len() >= MODE_MIN_SAMPLES)
+                .then(|| samples.fit(1e-4).ok())
+                .flatten();
+        }
         self.rej_fit.is_some() && self.dtf_fit.is_some() && self.pump_fit.is_some()
     }
 }
@@ -485,9 +543,7 @@ impl Coordinated {
         }
         let sp = self.held.expect("held while optimising");
         Decision {
-            setpoints: input
-                .limits
-                .uniform_setpoints(sp.cdu_supply_c, sp.cdu_flow_frac, sp.facility_supply_c),
+            setpoints: plan_setpoints(input.limits, &sp),
             power_limits: Vec::new(),
             placement: None,
             reasons: Vec::new(),
@@ -684,6 +740,7 @@ impl Coordinated {
                 .sum::<f64>()
                 / nc as f64,
             facility_supply_c: cur.facilities.iter().sum::<f64>() / cur.facilities.len().max(1) as f64,
+            rejection_mode: cur.rejection_mode(0),
         };
         // The plant now, as measured: every prediction is today's meter reading plus the change
         // the models predict, so a model's bias cancels and only its slopes matter.
@@ -707,11 +764,44 @@ impl Coordinated {
         let cooling_now = cdu_pumps_now + rej_now + pump_now;
         let cdu_pumps_base: f64 = (0..nc).map(|c| model.cdu_pump_kw(c, q_now[c])).sum();
         let (flow_lo, flow_hi) = cm.flow_seen;
-        let evaluate = |gs: &GpuSide, s: f64, q: f64, fac: f64| -> Option<PlanPrediction> {
+        // Heat-rejection modes: dry and adiabatic are predicted from the models learned in each
+        // state of the assist, anchored on the model of the state it is in now (so that staying
+        // in it predicts what is metered); auto as the state it is in now. Until both models
+        // exist, every candidate is auto, from the model of all samples.
+        let n_assist = l.facilities.iter().filter(|f| f.adiabatic_assist).count();
+        let [dry_fit, wet_fit] = &cm.rej_assist_fit;
+        let assist_now = assist_state(m);
+        let anchor = match (assist_now, dry_fit, wet_fit) {
+            (Some(true), _, Some(w)) => Some(w.predict(&rejection_features(it_now, db, wb, f_keep))),
+            (Some(false), Some(d), _) => Some(d.predict(&rejection_features(it_now, db, wb, f_keep))),
+            _ => None,
+        };
+        let modes_ready =
+            p.choose_rejection_mode && n_assist > 0 && anchor.is_some() && dry_fit.is_some() && wet_fit.is_some();
+        let modes: &[RejectionMode] = if modes_ready {
+            &[RejectionMode::Auto, RejectionMode::Dry, RejectionMode::Adiabatic]
+        } else {
+            &[RejectionMode::Auto]
+        };
+        let rej_mode = |mode: RejectionMode, it: f64, fac: f64| -> f64 {
+            let x = rejection_features(it, db, wb, fac);
+            // Auto is predicted to stay in the state the firmware has the assist in now (it
+            // changes it only on saturation or after a quarter of an hour of dry air holding).
+            let fit = match (mode, assist_now) {
+                (RejectionMode::Dry, _) | (RejectionMode::Auto, Some(false)) => dry_fit.as_ref(),
+                (RejectionMode::Adiabatic, _) | (RejectionMode::Auto, Some(true)) => wet_fit.as_ref(),
+                (RejectionMode::Auto, None) => None,
+            };
+            match (fit, anchor, modes_ready) {
+                (Some(f), Some(a), true) => rej_now + f.predict(&x) - a,
+                _ => rej_now + rej_fit.predict(&x) - rej_base,
+            }
+        };
+        let evaluate = |gs: &GpuSide, s: f64, q: f64, fac: f64, mode: RejectionMode| -> Option<PlanPrediction> {
             let it = it_now + gs.d_gpu_kw;
             let load = it / it_now.max(1.0);
             let cdu_pumps = cdu_pumps_now + (0..nc).map(|c| model.cdu_pump_kw(c, q)).sum::<f64>() - cdu_pumps_base;
-            let rej = (rej_now + rej_fit.predict(&rejection_features(it, db, wb, fac)) - rej_base).max(0.0);
+            let rej = rej_mode(mode, it, fac).max(0.0);
             let rise = rise_now * load * q_mean_now / q.max(0.05);
             let dtf = dtf_fit.predict(&[s - fac, rise]).max(0.5);
             let flow = (flow_now * load * dtf_base / dtf).clamp(flow_lo, flow_hi);
@@ -749,6 +839,7 @@ impl Coordinated {
             keep_sp.cdu_supply_c,
             keep_sp.cdu_flow_frac,
             keep_sp.facility_supply_c,
+            keep_sp.rejection_mode,
         );
         let feasible = |gs: &GpuSide| gs.hottest <= slow - p.margin_now_k && gs.at_tdp <= slow - p.margin_tdp_k;
         let feasible_move = |gs: &GpuSide| {
@@ -761,7 +852,7 @@ impl Coordinated {
         let holding_h = self.last_move_s.map_or(0.0, |t| (input.now_s - t) / 3600.0);
         let amortise_h = write_amortise_h(self.hold_h, holding_h, p.horizon_s, p.write_amortise_max_s);
         // Writes a move needs, and what they are charged, kW over the horizon.
-        let write_kw = |s: f64, q: f64, fac: f64| -> (u32, f64) {
+        let write_kw = |s: f64, q: f64, fac: f64, mode: RejectionMode| -> (u32, f64) {
             let mut w = 0u32;
             for (c, x) in cur.cdus.iter().enumerate() {
                 w += (s - x.supply_c).abs().ceil() as u32;
@@ -771,6 +862,9 @@ impl Coordinated {
             }
             for x in &cur.facilities {
                 w += (fac - x).abs().ceil() as u32;
+            }
+            if mode != keep_sp.rejection_mode {
+                w += n_assist as u32;
             }
             // Leaving the fallback is a one-off transition: its writes are not charged, so the
             // first plan is not held near where trim-respond happened to leave the setpoints.
@@ -814,15 +908,17 @@ impl Coordinated {
                         fac -= 1.0;
                         continue;
                     }
-                    if let Some(pred) = evaluate(&gs, s, q, fac) {
+                    for &mode in modes {
+                        let Some(pred) = evaluate(&gs, s, q, fac, mode) else {
+                            continue;
+                        };
                         // A prediction that cooling falls below 30 % of today's is the model
                         // extrapolating, not the plant: such a candidate is not taken.
                         if pred.cooling_kw < 0.3 * cooling_now {
                             implausible += 1;
-                            fac -= 1.0;
                             continue;
                         }
-                        let (writes, wkw) = write_kw(s, q, fac);
+                        let (writes, wkw) = write_kw(s, q, fac, mode);
                         let score = (pred.facility_kw + wkw) / pred.work_gpu_s_per_s;
                         if best.as_ref().is_none_or(|b| score < b.2) {
                             best = Some((
@@ -830,6 +926,7 @@ impl Coordinated {
                                     cdu_supply_c: s,
                                     cdu_flow_frac: q,
                                     facility_supply_c: fac,
+                                    rejection_mode: mode,
                                 },
                                 pred,
                                 score,
@@ -850,13 +947,15 @@ impl Coordinated {
                 if keep_ok && !first_plan && score >= k.kwh_per_gpu_h * (1.0 - p.min_gain) =>
             {
                 reasons.push(format!(
-                    "holding CDU supply {:.1} °C, flow {:.0} % of design, facility water {:.1} °C: the best candidate ({:.0} °C, {:.0} %, {:.0} °C) would save {:.3} % of facility energy per unit of work, not enough for its {writes} setpoint writes (each charged {:.1} kWh over the {amortise_h:.1} h its setpoints are expected to stand) and the {:.2} % threshold",
+                    "holding CDU supply {:.1} °C, flow {:.0} % of design, facility water {:.1} °C, heat rejection {}: the best candidate ({:.0} °C, {:.0} %, {:.0} °C, {}) would save {:.3} % of facility energy per unit of work, not enough for its {writes} setpoint writes (each charged {:.1} kWh over the {amortise_h:.1} h its setpoints are expected to stand) and the {:.2} % threshold",
                     keep_sp.cdu_supply_c,
                     keep_sp.cdu_flow_frac * 100.0,
                     keep_sp.facility_supply_c,
+                    keep_sp.rejection_mode.name(),
                     sp.cdu_supply_c,
                     sp.cdu_flow_frac * 100.0,
                     sp.facility_supply_c,
+                    sp.rejection_mode.name(),
                     (1.0 - pred.kwh_per_gpu_h / k.kwh_per_gpu_h) * 100.0,
                     p.write_cost_kwh,
                     p.min_gain * 100.0
@@ -866,13 +965,15 @@ impl Coordinated {
             (Some((sp, pred, _, writes)), k) => {
                 if let Some(k) = k {
                     reasons.push(format!(
-                        "CDU supply {:.1} → {:.0} °C, flow {:.0} → {:.0} % of design, facility water {:.1} → {:.0} °C: predicted facility {:.0} → {:.0} kW ({:+.0} kW of cooling, {:+.0} kW of IT from die temperature), work {:+.3} %, energy per unit of work {:+.3} % ({writes} setpoint writes)",
+                        "CDU supply {:.1} → {:.0} °C, flow {:.0} → {:.0} % of design, facility water {:.1} → {:.0} °C, heat rejection {} → {}: predicted facility {:.0} → {:.0} kW ({:+.0} kW of cooling, {:+.0} kW of IT from die temperature), work {:+.3} %, energy per unit of work {:+.3} % ({writes} setpoint writes)",
                         keep_sp.cdu_supply_c,
                         sp.cdu_supply_c,
                         keep_sp.cdu_flow_frac * 100.0,
                         sp.cdu_flow_frac * 100.0,
                         keep_sp.facility_supply_c,
                         sp.facility_supply_c,
+                        keep_sp.rejection_mode.name(),
+                        sp.rejection_mode.name(),
                         k.facility_kw,
                         pred.facility_kw,
                         pred.cooling_kw - k.cooling_kw,
@@ -885,10 +986,11 @@ impl Coordinated {
                     }
                 } else {
                     reasons.push(format!(
-                        "CDU supply {:.0} °C, flow {:.0} % of design, facility water {:.0} °C: predicted facility {:.0} kW",
+                        "CDU supply {:.0} °C, flow {:.0} % of design, facility water {:.0} °C, heat rejection {}: predicted facility {:.0} kW",
                         sp.cdu_supply_c,
                         sp.cdu_flow_frac * 100.0,
                         sp.facility_supply_c,
+                        sp.rejection_mode.name(),
                         pred.facility_kw
                     ));
                 }
@@ -901,6 +1003,7 @@ impl Coordinated {
                     cdu_supply_c: design_s,
                     cdu_flow_frac: 1.0,
                     facility_supply_c: d.facilities.iter().sum::<f64>() / d.facilities.len().max(1) as f64,
+                    rejection_mode: RejectionMode::Auto,
                 };
                 reasons.push(format!(
                     "no candidate keeps the hottest GPU {:.0} K below slowdown at today's load and {:.0} K at TDP: design setpoints",
@@ -960,6 +1063,14 @@ impl Coordinated {
         if implausible > 0 {
             reasons.push(format!(
                 "{implausible} candidates not taken: the cooling model predicted less than 30 % of today's cooling power for them (outside what it has learned)"
+            ));
+        }
+        if n_assist > 0 && p.choose_rejection_mode && !modes_ready {
+            reasons.push(format!(
+                "heat-rejection mode left to the firmware (auto): choosing dry or adiabatic needs the rejection models of both states of the assist, {MODE_MIN_SAMPLES} samples each (have {} dry, {} adiabatic){}",
+                cm.rej_assist[0].len(),
+                cm.rej_assist[1].len(),
+                if assist_now.is_none() { ", and the halls' assist in one state" } else { "" }
             ));
         }
         if chiller_running && !fac_short {
@@ -1053,11 +1164,7 @@ impl Coordinated {
             load_forecast,
         };
         Some(Decision {
-            setpoints: input.limits.uniform_setpoints(
-                chosen.cdu_supply_c,
-                chosen.cdu_flow_frac,
-                chosen.facility_supply_c,
-            ),
+            setpoints: plan_setpoints(l, &chosen),
             power_limits: Vec::new(),
             placement: Some(PlacementAdvice {
                 rack_order: order.iter().map(|x| x.1).collect(),
@@ -1070,7 +1177,11 @@ impl Coordinated {
 
 impl Policy for Coordinated {
     fn name(&self) -> &'static str {
-        "coordinated"
+        if self.params.choose_rejection_mode {
+            "coordinated-modes"
+        } else {
+            "coordinated"
+        }
     }
 
     fn bind(&mut self, site: &Site, topo: &Topology) {
@@ -1248,6 +1359,7 @@ mod tests {
     #[test]
     fn coordinated_is_known_by_name() {
         assert_eq!(crate::by_name("coordinated").unwrap().name(), "coordinated");
+        assert_eq!(crate::by_name("coordinated-modes").unwrap().name(), "coordinated-modes");
         assert!(crate::POLICY_NAMES.contains(&"coordinated"));
     }
 }

@@ -16,7 +16,7 @@
 //! as `now_s`.
 
 use coolplane_core::fluid::pg25_lpm_to_kg_s;
-use coolplane_core::signals::{Measurements, PlacementAdvice, RackPowerLimits};
+use coolplane_core::signals::{Measurements, PlacementAdvice, RackPowerLimits, RejectionMode};
 use coolplane_core::site::Site;
 use coolplane_core::topology::Topology;
 use serde::{Deserialize, Serialize};
@@ -56,6 +56,10 @@ pub struct FacilityLimits {
     pub supply_max_c: f64,
     /// Design (local default) setpoint, °C.
     pub supply_design_c: f64,
+    /// Whether the dry coolers have adiabatic assist, i.e. whether the dry and adiabatic
+    /// heat-rejection modes exist (elsewhere only auto does).
+    #[serde(default)]
+    pub adiabatic_assist: bool,
 }
 
 /// Everything a policy may assume about the equipment: nameplate limits from the site file.
@@ -106,6 +110,7 @@ impl PlantLimits {
                     supply_min_c: f.supply_setpoint_min_c,
                     supply_max_c: f.supply_setpoint_max_c(),
                     supply_design_c: f.supply_setpoint_c,
+                    adiabatic_assist: f.dry_coolers.as_ref().is_some_and(|d| d.adiabatic.is_some()),
                 }
             })
             .collect();
@@ -136,6 +141,7 @@ impl PlantLimits {
                 .iter()
                 .map(|f| facility_c.clamp(f.supply_min_c, f.supply_max_c))
                 .collect(),
+            rejection: Vec::new(),
         }
     }
 
@@ -151,6 +157,7 @@ impl PlantLimits {
                 })
                 .collect(),
             facilities: self.facilities.iter().map(|f| f.supply_design_c).collect(),
+            rejection: Vec::new(),
         }
     }
 }
@@ -171,6 +178,17 @@ pub struct Setpoints {
     pub cdus: Vec<CduSetpoint>,
     /// Facility supply temperature per hall, °C.
     pub facilities: Vec<f64>,
+    /// Heat-rejection mode per hall (empty, or shorter than the halls: `Auto` for the rest, the
+    /// firmware staging adiabatic assist itself).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rejection: Vec<RejectionMode>,
+}
+
+impl Setpoints {
+    /// Heat-rejection mode proposed for hall `h`.
+    pub fn rejection_mode(&self, h: usize) -> RejectionMode {
+        self.rejection.get(h).copied().unwrap_or_default()
+    }
 }
 
 /// What a policy proposes for this tick.
@@ -222,7 +240,13 @@ pub trait Policy: Send {
 }
 
 /// Names of the policies [`by_name`] knows.
-pub const POLICY_NAMES: [&str; 4] = ["vendor-default", "trim-respond", "coordinated", "oracle"];
+pub const POLICY_NAMES: [&str; 5] = [
+    "vendor-default",
+    "trim-respond",
+    "coordinated",
+    "coordinated-modes",
+    "oracle",
+];
 
 /// Policies that need the simulated plant's truth and can never run against real equipment.
 pub const SIMULATION_ONLY: [&str; 1] = ["oracle"];
@@ -245,6 +269,11 @@ pub fn by_name(name: &str) -> Result<Box<dyn Policy>, UnknownPolicy> {
         "vendor-default" => Ok(Box::new(VendorDefault)),
         "trim-respond" => Ok(Box::new(TrimRespond::default())),
         "coordinated" => Ok(Box::new(Coordinated::default())),
+        // The same, also choosing the heat-rejection mode (measured, not the default: RESULTS.md).
+        "coordinated-modes" => Ok(Box::new(Coordinated::new(CoordinatedParams {
+            choose_rejection_mode: true,
+            ..CoordinatedParams::default()
+        }))),
         "oracle" => Ok(Box::new(Oracle::default())),
         other => Err(UnknownPolicy(other.to_string())),
     }

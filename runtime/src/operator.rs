@@ -676,6 +676,8 @@ impl Operator {
                 "fan_speed_pct": fresh(&f.fan_speed_pct, now_s, stale_after_s),
                 "chiller_on": f.chiller_on,
                 "adiabatic_on": f.adiabatic_on,
+                "rejection_mode": ctl.setpoints().rejection_mode(h).name(),
+                "rejection_mode_in_force": f.rejection_mode.map(|m| m.name()),
                 "twin_margin_k": he.map(|e| num(e.margin_k.value)),
                 "twin_it_kw": he.map(|e| num(e.it_kw.value)),
             });

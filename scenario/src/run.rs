@@ -11,6 +11,7 @@
 use crate::series::{SeriesRow, TimeSeries};
 use crate::spec::Scenario;
 use coolplane_controller::{Controller, ControllerConfig, ControllerEvent};
+use coolplane_core::signals::RejectionMode;
 use coolplane_policies::{EnergyPlan, Policy};
 use coolplane_sim_plant::cluster::{Cluster, ClusterStats};
 use coolplane_sim_plant::kpi::Kpis;
@@ -380,7 +381,7 @@ pub fn run(
         None => policy,
     };
     let oracle_limits = coolplane_policies::PlantLimits::from_site(site, plant.topology());
-    let mut oracle_best: Option<[f64; 3]> = None;
+    let mut oracle_best: Option<[f64; 4]> = None;
     let mut controller = Controller::new(site, policy, opts.controller);
     let steps = ((scenario.end_s()) / dt).round().max(1.0) as u64;
     let score_step = (scenario.scoring_start_s() / dt).round() as u64;
@@ -522,8 +523,10 @@ pub fn run(
 }
 
 /// One candidate of the oracle: the plant and scheduler copied, one hour simulated ahead under
-/// constant setpoints (perfect knowledge of weather and jobs). Returns (facility kWh per
-/// full-speed GPU-hour of work, hottest die °C, throttle GPU-s).
+/// constant setpoints (perfect knowledge of weather and jobs): CDU supply °C, flow fraction,
+/// facility supply °C and heat-rejection mode code (0 auto, 1 dry, 2 adiabatic; sent only to
+/// halls with adiabatic assist). Returns (facility kWh per full-speed GPU-hour of work, hottest
+/// die °C, throttle GPU-s).
 fn oracle_try(
     scenario: &Scenario,
     plant: &Plant,
@@ -531,9 +534,10 @@ fn oracle_try(
     advice: Option<&coolplane_core::signals::PlacementAdvice>,
     limits: &coolplane_policies::PlantLimits,
     t0: f64,
-    c: [f64; 3],
+    c: [f64; 4],
 ) -> (f64, f64, f64) {
     use coolplane_core::signals::{Actions, CduCommand, FacilityCommand};
+    let mode = RejectionMode::from_code(c[3] as u16).unwrap_or_default();
     let dt = scenario.spec.scenario.step_s;
     let mut p = plant.clone();
     let mut cl = cluster.clone();
@@ -552,8 +556,10 @@ fn oracle_try(
         facilities: sp
             .facilities
             .iter()
-            .map(|&f| FacilityCommand {
+            .zip(&limits.facilities)
+            .map(|(&f, l)| FacilityCommand {
                 supply_temp_setpoint_c: Some(f),
+                rejection_mode: l.adiabatic_assist.then_some(mode),
                 heartbeat: true,
             })
             .collect(),
@@ -575,7 +581,8 @@ fn oracle_try(
 }
 
 /// The oracle's hourly search: coordinate descent over uniform (CDU supply, CDU flow fraction,
-/// facility supply) from the last hour's best (design at first), each candidate judged by
+/// facility supply, heat-rejection mode where a hall has adiabatic assist) from the last hour's
+/// best (design and auto at first), each candidate judged by
 /// [`oracle_try`]; a candidate that throttles or takes a die within 3 K of slowdown is refused.
 #[allow(clippy::too_many_arguments)]
 fn oracle_search(
@@ -585,15 +592,20 @@ fn oracle_search(
     advice: Option<&coolplane_core::signals::PlacementAdvice>,
     limits: &coolplane_policies::PlantLimits,
     t: f64,
-    start: Option<[f64; 3]>,
-) -> (coolplane_policies::Setpoints, Vec<String>, [f64; 3]) {
+    start: Option<[f64; 4]>,
+) -> (coolplane_policies::Setpoints, Vec<String>, [f64; 4]) {
     let n = limits.cdus.len().max(1) as f64;
     let design_s = limits.cdus.iter().map(|c| c.supply_design_c).sum::<f64>() / n;
     let design_f =
         limits.facilities.iter().map(|f| f.supply_design_c).sum::<f64>() / limits.facilities.len().max(1) as f64;
     let slow = scenario.site.gpu.slowdown_c;
-    let mut best = start.unwrap_or([design_s, 1.0, design_f]);
-    let score = |c: [f64; 3]| {
+    let mut best = start.unwrap_or([design_s, 1.0, design_f, 0.0]);
+    let modes: &[f64] = if limits.facilities.iter().any(|f| f.adiabatic_assist) {
+        &[0.0, 1.0, 2.0]
+    } else {
+        &[]
+    };
+    let score = |c: [f64; 4]| {
         let (j, hot, thr) = oracle_try(scenario, plant, cluster, advice, limits, t, c);
         if thr > 0.0 || hot > slow - 3.0 || !j.is_finite() {
             f64::INFINITY
@@ -607,7 +619,7 @@ fn oracle_search(
     let flows = [0.7, 0.8, 0.9, 1.0, 1.1];
     for _round in 0..2 {
         for &s in &supplies {
-            let c = [s, best[1], best[2].min(s - 2.0)];
+            let c = [s, best[1], best[2].min(s - 2.0), best[3]];
             let j = score(c);
             tried += 1;
             if j < best_j {
@@ -615,7 +627,7 @@ fn oracle_search(
             }
         }
         for &q in &flows {
-            let c = [best[0], q, best[2]];
+            let c = [best[0], q, best[2], best[3]];
             let j = score(c);
             tried += 1;
             if j < best_j {
@@ -624,7 +636,16 @@ fn oracle_search(
         }
         for d in [-6.0, -4.0, -2.0, -1.0, 1.0, 2.0] {
             let f = (best[2] + d).min(best[0] - 2.0);
-            let c = [best[0], best[1], f];
+            let c = [best[0], best[1], f, best[3]];
+            let j = score(c);
+            tried += 1;
+            if j < best_j {
+                (best, best_j) = (c, j);
+            }
+        }
+        let cur = best[3];
+        for &m in modes.iter().filter(|&&m| m != cur) {
+            let c = [best[0], best[1], best[2], m];
             let j = score(c);
             tried += 1;
             if j < best_j {
@@ -633,14 +654,21 @@ fn oracle_search(
         }
     }
     if !best_j.is_finite() {
-        best = [design_s, 1.0, design_f];
+        best = [design_s, 1.0, design_f, 0.0];
     }
-    let sp = limits.uniform_setpoints(best[0], best[1], best[2]);
+    let mut sp = limits.uniform_setpoints(best[0], best[1], best[2]);
+    let mode = RejectionMode::from_code(best[3] as u16).unwrap_or_default();
+    sp.rejection = limits
+        .facilities
+        .iter()
+        .map(|f| if f.adiabatic_assist { mode } else { RejectionMode::Auto })
+        .collect();
     let why = vec![format!(
-        "oracle (perfect knowledge, never deployable): CDU supply {:.0} °C, flow {:.0} %, facility water {:.0} °C: best of {tried} hour-ahead trials on copies of the true plant ({:.5} kWh per GPU-h)",
+        "oracle (perfect knowledge, never deployable): CDU supply {:.0} °C, flow {:.0} %, facility water {:.0} °C, heat rejection {}: best of {tried} hour-ahead trials on copies of the true plant ({:.5} kWh per GPU-h)",
         best[0],
         best[1] * 100.0,
         best[2],
+        mode.name(),
         best_j
     )];
     (sp, why, best)

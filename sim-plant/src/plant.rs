@@ -22,7 +22,7 @@ use coolplane_core::fluid::{
 };
 use coolplane_core::signals::{
     cdu_alarm, Actions, CduMeasurement, FacilityMeasurement, GpuTelemetry, Measurements, MeterMeasurement, Quality,
-    RackMeasurement, Reading,
+    RackMeasurement, Reading, RejectionMode,
 };
 use coolplane_core::site::{Site, SiteError};
 use coolplane_core::topology::Topology;
@@ -228,6 +228,9 @@ struct HallState {
     chiller_idle_s: f64,
     sp_remote: f64,
     sp: f64,
+    /// Heat-rejection mode as the supervisor last wrote it, and in force (auto during fallback).
+    mode_remote: RejectionMode,
+    mode: RejectionMode,
     last_heartbeat_s: f64,
     fallback: bool,
     air_heat_w: f64,
@@ -762,6 +765,11 @@ impl Plant {
         self.halls[h].ahu_comp_on
     }
 
+    /// Heat-rejection mode in force in hall `h`.
+    pub fn rejection_mode(&self, h: usize) -> RejectionMode {
+        self.halls[h].mode
+    }
+
     /// Whether the adiabatic pre-cooling of hall `h` runs.
     pub fn adiabatic_on(&self, h: usize) -> bool {
         self.halls[h].adiabatic
@@ -1059,6 +1067,19 @@ impl Plant {
                     self.kpi.rejected_writes += 1;
                 }
             }
+            if let Some(mode) = cmd.rejection_mode {
+                // Dry and adiabatic mean something only where dry coolers have adiabatic assist:
+                // elsewhere the firmware refuses them (as it refuses a setpoint out of range).
+                let has_assist = spec.dry_coolers.as_ref().is_some_and(|d| d.adiabatic.is_some());
+                if mode == RejectionMode::Auto || has_assist {
+                    if scoring {
+                        self.kpi.setpoint_writes += 1;
+                    }
+                    h.mode_remote = mode;
+                } else if scoring {
+                    self.kpi.rejected_writes += 1;
+                }
+            }
         }
         if !self.comms_loss {
             let min = self.site.gpu.min_cap_w as f32;
@@ -1100,6 +1121,7 @@ impl Plant {
             } else {
                 h.sp_remote
             };
+            h.mode = if h.fallback { RejectionMode::Auto } else { h.mode_remote };
         }
     }
 
@@ -1638,7 +1660,7 @@ impl Plant {
                 // after a stop, off) time.
                 hs.chiller_stage_s += h;
                 if hs.sat_timer_s >= 300.0 {
-                    if rp.adiabatic.is_some() && !hs.adiabatic {
+                    if rp.adiabatic.is_some() && !hs.adiabatic && hs.mode == RejectionMode::Auto {
                         hs.adiabatic = true;
                         hs.sat_timer_s = 0.0;
                     } else if let Some(ch) = fw.chiller.as_ref().filter(|_| !hs.chiller) {
@@ -1686,9 +1708,15 @@ impl Plant {
                             hs.chiller_stage_s = 0.0;
                         }
                     }
-                } else if hs.adiabatic && hs.relax_timer_s >= 900.0 {
+                } else if hs.adiabatic && hs.relax_timer_s >= 900.0 && hs.mode == RejectionMode::Auto {
                     hs.adiabatic = false;
                     hs.relax_timer_s = 0.0;
+                }
+                // A commanded mode overrides the staging of the assist (never the chiller's).
+                match hs.mode {
+                    RejectionMode::Auto => {}
+                    RejectionMode::Dry => hs.adiabatic = false,
+                    RejectionMode::Adiabatic => hs.adiabatic = rp.adiabatic.is_some(),
                 }
                 let acc = &mut hall_acc[hi];
                 // Heat out of the water, each from its own device: the rejection device's ε-NTU
@@ -2077,6 +2105,7 @@ impl Plant {
             m.supply_setpoint_c = Reading::good(q10(h.sp), t);
             m.fan_speed_pct = Reading::good(q10(h.fan * 100.0), t);
             m.adiabatic_on = h.adiabatic;
+            m.rejection_mode = Some(h.mode);
             m.chiller_on = h.chiller && has_chiller;
             m.fan_power_kw = Reading::good(q10(h.fans_w / 1000.0), t);
             m.pump_power_kw = Reading::good(q10(h.pumps_w / 1000.0), t);

@@ -25,7 +25,9 @@ use coolplane_adapters::telemetry::{
     encode_power_limit_result, encode_rack_telemetry, parse_power_limit_command, PowerLimitResult, RackTelemetry,
     TempReport, Topics,
 };
-use coolplane_core::signals::{Actions, CduCommand, FacilityCommand, Measurements, Quality, RackPowerLimits};
+use coolplane_core::signals::{
+    Actions, CduCommand, FacilityCommand, Measurements, Quality, RackPowerLimits, RejectionMode,
+};
 use coolplane_scenario::Scenario;
 use coolplane_sim_plant::cluster::Cluster;
 use coolplane_sim_plant::kpi::Kpis;
@@ -657,6 +659,12 @@ impl SimWire {
                     }
                     im.set("supply_setpoint_c", f.supply_setpoint_c);
                     im.set("bms_timeout_s", f.bms_timeout_s);
+                    // Dry and adiabatic exist only where the dry coolers have adiabatic assist.
+                    if let Some(i) = idx(&im, "rejection_mode") {
+                        let assist = f.dry_coolers.as_ref().is_some_and(|d| d.adiabatic.is_some());
+                        im.limits.insert(i, (0.0, if assist { 2.0 } else { 0.0 }));
+                    }
+                    im.set("rejection_mode", 0.0);
                 }
                 Role::Meter => {}
             }
@@ -835,6 +843,10 @@ impl SimWire {
                                 (Role::Cdu, "flow_setpoint_lpm") => actions.cdus[*index].flow_setpoint_lpm = Some(v),
                                 (Role::Facility, "supply_setpoint_c") => {
                                     actions.facilities[*index].supply_temp_setpoint_c = Some(v)
+                                }
+                                (Role::Facility, "rejection_mode") => {
+                                    actions.facilities[*index].rejection_mode =
+                                        RejectionMode::from_code(v.round().clamp(0.0, 65535.0) as u16)
                                 }
                                 (_, "heartbeat") => {
                                     // A heartbeat is a change of the heartbeat register.
@@ -1136,6 +1148,10 @@ fn update_images(images: &[(Role, usize, Arc<Mutex<DeviceImage>>)], m: &Measurem
                 im.set("adiabatic_on", if f.adiabatic_on { 1.0 } else { 0.0 });
                 im.set("chiller_on", if f.chiller_on { 1.0 } else { 0.0 });
                 im.set("local_fallback", if f.local_fallback { 1.0 } else { 0.0 });
+                im.set(
+                    "rejection_mode_active",
+                    f.rejection_mode.map_or(f64::NAN, |m| f64::from(m.code())),
+                );
             }
             Role::Meter => {
                 for (name, r) in [

@@ -9,7 +9,9 @@
 //! numerical round-off), never copied from a run.
 
 use coolplane_core::fluid::{pg25_kg_s_to_lpm, pg25_lpm_to_kg_s, PG25_CP_J_KG_K};
-use coolplane_core::signals::{cdu_alarm, clock_event, Actions, CduCommand, FacilityCommand, Quality, Reading};
+use coolplane_core::signals::{
+    cdu_alarm, clock_event, Actions, CduCommand, FacilityCommand, Quality, Reading, RejectionMode,
+};
 use coolplane_core::site::{builtin_site, builtin_site_toml, Site};
 use coolplane_core::weather::{self, WeatherSample};
 use coolplane_sim_plant::faults::{FaultKind, ScheduledFault, SensorFailure, SensorPoint};
@@ -730,6 +732,76 @@ fn adiabatic_then_chiller_when_free_cooling_cannot_reach_setpoint() {
     assert!(m.chiller_on && m.chiller_power_kw.value > 0.0 && m.adiabatic_on);
     // Adiabatic pre-cooling evaporates water.
     assert!(plant.kpis().water_l > 0.0);
+}
+
+/// The supervisor's heat-rejection mode (a facility holding register): `dry` keeps the adiabatic
+/// pads off where auto would wet them (the chiller stages instead: no mode leaves the water
+/// uncooled), `adiabatic` wets them where auto would not, the mode reads back, and a BMS timeout
+/// returns the firmware to auto. A site without adiabatic assist refuses dry and adiabatic.
+#[test]
+fn a_commanded_rejection_mode_overrides_the_staging_of_the_assist_and_times_out_to_auto() {
+    let site = builtin_site("hall-10k").unwrap();
+    let run = |mode: Option<RejectionMode>, amb: &WeatherSample, sp: f64, minutes: usize| {
+        let mut plant = Plant::new(&site, 4).unwrap();
+        load_all(&mut plant, 1.0);
+        plant.start_scoring();
+        let mut acts = heartbeats(&plant);
+        acts.facilities[0].supply_temp_setpoint_c = Some(sp);
+        acts.facilities[0].rejection_mode = mode;
+        let (mut adiabatic_min, mut chiller_min) = (0, 0);
+        for _ in 0..minutes {
+            plant.step(60.0, amb, &acts);
+            adiabatic_min += plant.adiabatic_on(0) as usize;
+            chiller_min += plant.chiller_on(0) as usize;
+        }
+        (plant, adiabatic_min, chiller_min)
+    };
+    // Hot and dry: auto stages the pads when the fans saturate; dry never does, and the chiller
+    // carries what the fans cannot.
+    let hot = weather_wb(42.0, 22.0);
+    let (_, auto_ad, _) = run(None, &hot, 30.0, 60);
+    assert!(
+        auto_ad > 0,
+        "premise: auto stages the pads at 42 °C for a 30 °C setpoint"
+    );
+    let (p, dry_ad, dry_ch) = run(Some(RejectionMode::Dry), &hot, 30.0, 60);
+    assert_eq!(dry_ad, 0, "pads wetted in dry mode");
+    assert!(dry_ch > 0, "dry mode at 42 °C must fall back on the chiller");
+    assert_eq!(p.measurements().facilities[0].rejection_mode, Some(RejectionMode::Dry));
+    assert_eq!(p.kpis().water_l, 0.0, "dry mode used water");
+    // Mild: auto leaves the pads dry; adiabatic wets them from the first step, and uses water.
+    let mild = weather_wb(15.0, 10.0);
+    let (_, auto_ad, _) = run(None, &mild, 34.0, 30);
+    assert_eq!(auto_ad, 0, "premise: auto does not stage the pads at 15 °C");
+    let (mut p, ad, _) = run(Some(RejectionMode::Adiabatic), &mild, 34.0, 30);
+    assert_eq!(ad, 30, "adiabatic mode must hold the pads on");
+    assert!(p.kpis().water_l > 0.0);
+    assert_eq!(p.rejection_mode(0), RejectionMode::Adiabatic);
+    // Without heartbeats the BMS timeout returns the firmware to auto (and the pads dry again
+    // once dry air can hold the setpoint).
+    let silent = Actions {
+        cdus: vec![CduCommand::default(); p.topology().cdus.len()],
+        facilities: vec![FacilityCommand::default(); p.topology().halls.len()],
+        ..Default::default()
+    };
+    for _ in 0..40 {
+        p.step(60.0, &mild, &silent);
+    }
+    let m = p.measurements().facilities[0];
+    assert!(m.local_fallback);
+    assert_eq!(m.rejection_mode, Some(RejectionMode::Auto));
+    assert!(!p.adiabatic_on(0), "pads still wet 40 min into the fallback at 15 °C");
+    // A tower site has no assist: dry and adiabatic are refused, auto is taken.
+    let tower = builtin_site("supernode-640").unwrap();
+    let mut p = Plant::new(&tower, 4).unwrap();
+    p.start_scoring();
+    let mut acts = heartbeats(&p);
+    acts.facilities[0].rejection_mode = Some(RejectionMode::Adiabatic);
+    p.step(60.0, &mild, &acts);
+    acts.facilities[0].rejection_mode = Some(RejectionMode::Auto);
+    p.step(60.0, &mild, &acts);
+    assert_eq!(p.kpis().rejected_writes, 1);
+    assert_eq!(p.rejection_mode(0), RejectionMode::Auto);
 }
 
 /// Facility pumps on a system curve (docs/plant-physics.md §6): at design flow the electrical power is

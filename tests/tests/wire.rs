@@ -451,6 +451,70 @@ async fn modbus_exceptions_are_answers_not_link_failures() {
     sim.stop();
 }
 
+/// The heat-rejection mode over Modbus: holding register 3 takes 0 auto / 1 dry / 2 adiabatic
+/// (anything else is exception 03), the plant runs the mode, and input register 14 reads back
+/// the mode in force.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_heat_rejection_mode_is_written_and_read_back_over_modbus() {
+    let _serial = SERIAL.lock().await;
+    use coolplane_sim_wire::Role;
+    use tokio_modbus::client::{tcp, Reader, Writer};
+    use tokio_modbus::{ExceptionCode, Slave};
+    let clock = Clock::new(60.0);
+    let sim = SimWire::start(
+        SimWireConfig {
+            scenario: scenario(1.0),
+            step_s: 5.0,
+            bind: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            modbus_base_port: 0,
+            mqtt: None,
+            telemetry_interval_s: 10.0,
+            limits_on_arrival: false,
+        },
+        clock,
+    )
+    .await
+    .unwrap();
+    let fac = sim
+        .endpoints()
+        .iter()
+        .find(|e| e.role == Role::Facility)
+        .expect("a facility endpoint")
+        .addr;
+    let mut ctx = tcp::connect_slave(fac, Slave(1)).await.unwrap();
+    assert_eq!(
+        ctx.read_input_registers(14, 1).await.unwrap(),
+        Ok(vec![0]),
+        "auto at start"
+    );
+    assert_eq!(
+        ctx.write_single_register(3, 3).await.unwrap(),
+        Err(ExceptionCode::IllegalDataValue),
+        "3 is no mode"
+    );
+    assert_eq!(ctx.write_single_register(3, 2).await.unwrap(), Ok(()));
+    let mut seen = Vec::new();
+    for _ in 0..50 {
+        tokio::time::sleep(clock.wall(10.0)).await;
+        // Keep the BMS heartbeat alive so the firmware does not fall back to auto.
+        let hb = seen.len() as u16 + 1;
+        ctx.write_single_register(1, hb).await.unwrap().unwrap();
+        let v = ctx.read_input_registers(14, 1).await.unwrap().unwrap()[0];
+        seen.push(v);
+        if v == 2 {
+            break;
+        }
+    }
+    assert_eq!(
+        seen.last(),
+        Some(&2),
+        "mode in force never read back adiabatic: {seen:?}"
+    );
+    let on = ctx.read_input_registers(5, 1).await.unwrap().unwrap()[0];
+    assert_eq!(on, 1, "adiabatic_on must follow the commanded mode");
+    sim.stop();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_two_phase_immersion_tank_is_served_and_read_on_its_map() {
     let _serial = SERIAL.lock().await;
