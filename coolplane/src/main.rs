@@ -94,7 +94,7 @@ enum ScenarioCommand {
     Run {
         #[command(flatten)]
         common: ScenarioArgs,
-        /// Control policy: vendor-default, trim-respond, coordinated, coordinated-modes (coordinated also choosing the heat-rejection mode), or oracle (the perfect-knowledge reference, simulation only).
+        /// Control policy: vendor-default, trim-respond, coordinated, coordinated-auto (coordinated leaving the heat-rejection mode to the firmware), or oracle (the perfect-knowledge reference, simulation only).
         #[arg(long, default_value = "trim-respond")]
         policy: String,
     },

@@ -83,11 +83,9 @@ pub struct CoordinatedParams {
     /// least the horizon and at most this, s.
     pub write_amortise_max_s: f64,
     /// Choose the heat-rejection mode (dry coolers alone, or with adiabatic assist held on)
-    /// where the halls have adiabatic assist, from rejection models learned separately in each
-    /// state of the assist; off (the default): the firmware stages the assist itself (auto).
-    /// Off by default because, measured on the hall-10k matrix (RESULTS.md), the choice costs
-    /// energy in six rows of eight and uses more water: the model of the assisted state, learned
-    /// from the few hours the firmware ran it, predicts savings the plant does not deliver.
+    /// where the halls have adiabatic assist, from the air model (rejection power against the
+    /// air entering the coils); off: the firmware stages the assist itself (auto), the
+    /// `coordinated-auto` policy.
     pub choose_rejection_mode: bool,
 }
 
@@ -108,7 +106,7 @@ impl Default for CoordinatedParams {
             margin_hysteresis_k: 1.5,
             write_cost_kwh: 1.5,
             write_amortise_max_s: 4.0 * 3600.0,
-            choose_rejection_mode: false,
+            choose_rejection_mode: true,
         }
     }
 }
@@ -212,10 +210,15 @@ pub struct EnergyPlan {
 #[derive(Debug, Clone)]
 struct CoolingModel {
     rej: Samples,
-    /// The same rejection model learned only while every hall's adiabatic assist was off
-    /// (`[0]`) or on (`[1]`): what dry or adiabatic heat rejection costs.
-    rej_assist: [Samples; 2],
-    rej_assist_fit: [Option<LinearFit>; 2],
+    /// Heat rejection + chillers against the air entering the coils (outdoor dry-bulb, or the
+    /// pre-cooled air while the adiabatic assist runs, from the pads' nameplate effectiveness):
+    /// one model for both states of the assist, which is what lets the policy compare them.
+    rej_air: Samples,
+    rej_air_fit: Option<LinearFit>,
+    /// Samples of `rej_air` taken with the assist off and on.
+    air_n: [usize; 2],
+    /// Nameplate effectiveness of the adiabatic pads (`None`: no assist, no air model).
+    assist_eff: Option<f64>,
     dtf: Samples,
     pump: Samples,
     rej_fit: Option<LinearFit>,
@@ -309,9 +312,43 @@ fn plan_setpoints(l: &PlantLimits, sp: &PlanSetpoints) -> Setpoints {
     out
 }
 
-/// Samples a rejection model of one state of the adiabatic assist needs before the policy
-/// chooses modes from it (six hours of slow ticks).
-const MODE_MIN_SAMPLES: usize = 360;
+/// Samples the air model needs in each state of the adiabatic assist before the policy chooses
+/// modes from it (an hour of slow ticks each).
+const MODE_MIN_SAMPLES: usize = 60;
+
+/// Number of features of the air model.
+const N_AIR: usize = 10;
+
+/// Air entering the dry coolers' coils, °C: outdoor dry-bulb, or with the adiabatic assist on,
+/// pre-cooled towards the wet-bulb by the pads' effectiveness.
+fn coil_air_c(db: f64, wb: f64, eff: f64, assist_on: bool) -> f64 {
+    if assist_on {
+        db - eff * (db - wb).max(0.0)
+    } else {
+        db
+    }
+}
+
+/// Features of the air model: the IT load and its square, the load times hinges of the coil
+/// air's approach to the facility setpoint (the fans' and, past its capacity, the chiller's
+/// power), and the load times hinges of the facility setpoint itself (the air handlers).
+fn air_features(it_kw: f64, air_c: f64, fac_c: f64) -> [f64; N_AIR] {
+    let x = air_c - fac_c;
+    let h = |v: f64, k: f64| (v - k).max(0.0);
+    let it = it_kw;
+    [
+        it,
+        it * it / 1e4,
+        it * h(x, -15.0) / 10.0,
+        it * h(x, -10.0) / 10.0,
+        it * h(x, -5.0) / 10.0,
+        it * h(x, 0.0) / 10.0,
+        it * h(x, 5.0) / 10.0,
+        it * h(fac_c, 15.0) / 10.0,
+        it * h(fac_c, 20.0) / 10.0,
+        it * h(fac_c, 25.0) / 10.0,
+    ]
+}
 
 /// Whether every hall's adiabatic assist runs (`Some(true)`), none does (`Some(false)`), or
 /// the halls differ (`None`: the sample belongs to neither model).
@@ -333,8 +370,10 @@ impl CoolingModel {
     fn new() -> Self {
         Self {
             rej: Samples::new(N_FAC + 3, 20_000),
-            rej_assist: [Samples::new(N_FAC + 3, 20_000), Samples::new(N_FAC + 3, 20_000)],
-            rej_assist_fit: [None, None],
+            rej_air: Samples::new(N_AIR, 20_000),
+            rej_air_fit: None,
+            air_n: [0, 0],
+            assist_eff: None,
             dtf: Samples::new(2, 20_000),
             pump: Samples::new(3, 20_000),
             rej_fit: None,
@@ -348,8 +387,10 @@ impl CoolingModel {
     fn observe(&mut self, m: &Measurements) {
         if let Some([it, db, wb, fs, fr, cs, rise, rej, pump, flow]) = cooling_inputs(m) {
             self.rej.push(&rejection_features(it, db, wb, fs), rej);
-            if let Some(on) = assist_state(m) {
-                self.rej_assist[on as usize].push(&rejection_features(it, db, wb, fs), rej);
+            if let (Some(on), Some(eff)) = (assist_state(m), self.assist_eff) {
+                self.rej_air
+                    .push(&air_features(it, coil_air_c(db, wb, eff, on), fs), rej);
+                self.air_n[on as usize] += 1;
             }
             self.dtf.push(&[cs - fs, rise], fr - fs);
             if flow > 0.0 {
@@ -365,11 +406,9 @@ impl CoolingModel {
         self.rej_fit = self.rej.fit(1e-4).ok();
         self.dtf_fit = self.dtf.fit(1e-4).ok();
         self.pump_fit = self.pump.fit(1e-4).ok();
-        for (fit, samples) in self.rej_assist_fit.iter_mut().zip(&self.rej_assist) {
-            *fit = (samples.len() >= MODE_MIN_SAMPLES)
-                .then(|| samples.fit(1e-4).ok())
-                .flatten();
-        }
+        self.rej_air_fit = (self.air_n.iter().all(|&n| n >= MODE_MIN_SAMPLES))
+            .then(|| self.rej_air.fit(1e-4).ok())
+            .flatten();
         self.rej_fit.is_some() && self.dtf_fit.is_some() && self.pump_fit.is_some()
     }
 }
@@ -592,7 +631,7 @@ impl Coordinated {
         if due {
             d.plan = Some(EnergyPlan {
                 t_s: input.now_s,
-                policy: "coordinated".into(),
+                policy: self.name().into(),
                 status: "fallback".into(),
                 horizon_s: self.params.horizon_s,
                 setpoints: None,
@@ -764,37 +803,36 @@ impl Coordinated {
         let cooling_now = cdu_pumps_now + rej_now + pump_now;
         let cdu_pumps_base: f64 = (0..nc).map(|c| model.cdu_pump_kw(c, q_now[c])).sum();
         let (flow_lo, flow_hi) = cm.flow_seen;
-        // Heat-rejection modes: dry and adiabatic are predicted from the models learned in each
-        // state of the assist, anchored on the model of the state it is in now (so that staying
-        // in it predicts what is metered); auto as the state it is in now. Until both models
-        // exist, every candidate is auto, from the model of all samples.
+        // Heat-rejection modes: dry and adiabatic are predicted from the air model at the coil
+        // air of each, anchored at the state the assist is in now (so that staying in it
+        // predicts what is metered); auto as that state. Until the air model exists, every
+        // candidate is auto, from the model of all samples.
         let n_assist = l.facilities.iter().filter(|f| f.adiabatic_assist).count();
-        let [dry_fit, wet_fit] = &cm.rej_assist_fit;
         let assist_now = assist_state(m);
-        let anchor = match (assist_now, dry_fit, wet_fit) {
-            (Some(true), _, Some(w)) => Some(w.predict(&rejection_features(it_now, db, wb, f_keep))),
-            (Some(false), Some(d), _) => Some(d.predict(&rejection_features(it_now, db, wb, f_keep))),
+        let air_fit = cm.rej_air_fit.as_ref().zip(cm.assist_eff);
+        let anchor = match (assist_now, air_fit) {
+            (Some(on), Some((f, eff))) => Some(f.predict(&air_features(it_now, coil_air_c(db, wb, eff, on), f_keep))),
             _ => None,
         };
-        let modes_ready =
-            p.choose_rejection_mode && n_assist > 0 && anchor.is_some() && dry_fit.is_some() && wet_fit.is_some();
+        let modes_ready = p.choose_rejection_mode && n_assist > 0 && anchor.is_some();
         let modes: &[RejectionMode] = if modes_ready {
             &[RejectionMode::Auto, RejectionMode::Dry, RejectionMode::Adiabatic]
         } else {
             &[RejectionMode::Auto]
         };
         let rej_mode = |mode: RejectionMode, it: f64, fac: f64| -> f64 {
-            let x = rejection_features(it, db, wb, fac);
             // Auto is predicted to stay in the state the firmware has the assist in now (it
             // changes it only on saturation or after a quarter of an hour of dry air holding).
-            let fit = match (mode, assist_now) {
-                (RejectionMode::Dry, _) | (RejectionMode::Auto, Some(false)) => dry_fit.as_ref(),
-                (RejectionMode::Adiabatic, _) | (RejectionMode::Auto, Some(true)) => wet_fit.as_ref(),
-                (RejectionMode::Auto, None) => None,
+            let on = match mode {
+                RejectionMode::Dry => Some(false),
+                RejectionMode::Adiabatic => Some(true),
+                RejectionMode::Auto => assist_now,
             };
-            match (fit, anchor, modes_ready) {
-                (Some(f), Some(a), true) => rej_now + f.predict(&x) - a,
-                _ => rej_now + rej_fit.predict(&x) - rej_base,
+            match (air_fit, on, anchor, modes_ready) {
+                (Some((f, eff)), Some(on), Some(a), true) => {
+                    rej_now + f.predict(&air_features(it, coil_air_c(db, wb, eff, on), fac)) - a
+                }
+                _ => rej_now + rej_fit.predict(&rejection_features(it, db, wb, fac)) - rej_base,
             }
         };
         let evaluate = |gs: &GpuSide, s: f64, q: f64, fac: f64, mode: RejectionMode| -> Option<PlanPrediction> {
@@ -1067,9 +1105,9 @@ impl Coordinated {
         }
         if n_assist > 0 && p.choose_rejection_mode && !modes_ready {
             reasons.push(format!(
-                "heat-rejection mode left to the firmware (auto): choosing dry or adiabatic needs the rejection models of both states of the assist, {MODE_MIN_SAMPLES} samples each (have {} dry, {} adiabatic){}",
-                cm.rej_assist[0].len(),
-                cm.rej_assist[1].len(),
+                "heat-rejection mode left to the firmware (auto): choosing dry or adiabatic needs the air model's samples of both states of the assist, {MODE_MIN_SAMPLES} each (have {} dry, {} adiabatic){}",
+                cm.air_n[0],
+                cm.air_n[1],
                 if assist_now.is_none() { ", and the halls' assist in one state" } else { "" }
             ));
         }
@@ -1150,7 +1188,7 @@ impl Coordinated {
         order.sort_by(|a, b| a.0.total_cmp(&b.0));
         let plan = EnergyPlan {
             t_s: input.now_s,
-            policy: "coordinated".into(),
+            policy: self.name().into(),
             status: "optimised".into(),
             horizon_s: p.horizon_s,
             setpoints: Some(chosen),
@@ -1178,9 +1216,9 @@ impl Coordinated {
 impl Policy for Coordinated {
     fn name(&self) -> &'static str {
         if self.params.choose_rejection_mode {
-            "coordinated-modes"
-        } else {
             "coordinated"
+        } else {
+            "coordinated-auto"
         }
     }
 
@@ -1203,8 +1241,17 @@ impl Policy for Coordinated {
             .iter()
             .enumerate()
             .any(|(h, _)| topo.hall_spec(site, h).facility.heat_reuse.is_some());
+        // Pads' nameplate effectiveness (the mean over halls that have them).
+        let effs: Vec<f64> = (0..topo.halls.len())
+            .filter_map(|h| {
+                let f = &topo.hall_spec(site, h).facility;
+                f.dry_coolers.as_ref()?.adiabatic.as_ref().map(|a| a.effectiveness)
+            })
+            .collect();
+        let mut cooling = CoolingModel::new();
+        cooling.assist_eff = (!effs.is_empty()).then(|| effs.iter().sum::<f64>() / effs.len() as f64);
         self.bound = Some(Box::new(Bound {
-            cooling: CoolingModel::new(),
+            cooling,
             twin: Twin::new(np, TwinConfig::default()),
             fac: FacilityModel::default(),
             model: None,
@@ -1359,7 +1406,7 @@ mod tests {
     #[test]
     fn coordinated_is_known_by_name() {
         assert_eq!(crate::by_name("coordinated").unwrap().name(), "coordinated");
-        assert_eq!(crate::by_name("coordinated-modes").unwrap().name(), "coordinated-modes");
+        assert_eq!(crate::by_name("coordinated-auto").unwrap().name(), "coordinated-auto");
         assert!(crate::POLICY_NAMES.contains(&"coordinated"));
     }
 }

@@ -244,7 +244,7 @@ pub const POLICY_NAMES: [&str; 5] = [
     "vendor-default",
     "trim-respond",
     "coordinated",
-    "coordinated-modes",
+    "coordinated-auto",
     "oracle",
 ];
 
@@ -269,9 +269,9 @@ pub fn by_name(name: &str) -> Result<Box<dyn Policy>, UnknownPolicy> {
         "vendor-default" => Ok(Box::new(VendorDefault)),
         "trim-respond" => Ok(Box::new(TrimRespond::default())),
         "coordinated" => Ok(Box::new(Coordinated::default())),
-        // The same, also choosing the heat-rejection mode (measured, not the default: RESULTS.md).
-        "coordinated-modes" => Ok(Box::new(Coordinated::new(CoordinatedParams {
-            choose_rejection_mode: true,
+        // The same, leaving the heat-rejection mode to the firmware (for comparison).
+        "coordinated-auto" => Ok(Box::new(Coordinated::new(CoordinatedParams {
+            choose_rejection_mode: false,
             ..CoordinatedParams::default()
         }))),
         "oracle" => Ok(Box::new(Oracle::default())),

@@ -496,6 +496,20 @@ fn coordinated_saves_energy_per_work_explains_and_falls_back_on_stale_data() {
         let pred = p.predicted.expect("prediction");
         assert!(pred.facility_kw.is_finite() && pred.hottest_gpu_c.is_finite(), "{p:?}");
         assert!(!p.reasons.is_empty() && p.binding.contains("flow"), "{p:?}");
+        // The heat-rejection mode is part of every choice and of its explanation.
+        assert!(p.setpoints.is_some(), "{p:?}");
+        assert!(p.reasons.iter().any(|r| r.contains("heat rejection")), "{p:?}");
+    }
+    // A mode the plans chose reached the hall through the controller (an event per change).
+    let chosen: Vec<_> = opt
+        .iter()
+        .filter_map(|p| p.setpoints)
+        .map(|sp| sp.rejection_mode)
+        .filter(|m| *m != coolplane_core::signals::RejectionMode::Auto)
+        .collect();
+    if let Some(m) = chosen.first() {
+        let want = format!("heat-rejection mode auto -> {}", m.name());
+        assert!(co.events.iter().any(|e| e.message.contains(&want)), "no event `{want}`");
     }
     // CDU 0 offline from 27 h to 29 h: fallback plans name it, and optimisation resumes after.
     let during: Vec<_> = plans
