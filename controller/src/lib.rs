@@ -66,9 +66,11 @@ pub struct ControllerConfig {
     /// Emergency power caps: each tick a GPU stays within the margin, its limit drops by this
     /// fraction of the limit in force (twice that at slowdown itself), down to the lowest cap.
     pub emergency_cut_frac: f64,
-    /// A hall's heat-rejection mode (auto / dry / adiabatic) changes at most once in this many
-    /// seconds (wetting and drying the adiabatic pads cycles them and their water treatment);
-    /// a return to auto when the data goes stale or in safe mode is not held, s.
+    /// A hall's heat-rejection mode changes to dry or adiabatic only this many seconds after its
+    /// last change (wetting and drying the adiabatic pads cycles them and their water
+    /// treatment); a return to auto (stale data, safe mode, a refused dry, the policy's choice)
+    /// is never held. The hold also starts when the controller first reads a hall's setpoints
+    /// in force back, s.
     pub rejection_mode_hold_s: f64,
 }
 
@@ -755,6 +757,14 @@ impl Controller {
                 self.hall_adopted[h] = false;
             } else if !self.hall_adopted[h] && m.supply_setpoint_c.usable(now_s, stale_after) {
                 self.hall_adopted[h] = true;
+                // The mode in force too, and its hold starts now (a restarted controller does not
+                // change the pads' state seconds after the one before it did).
+                if let Some(rb) = m.rejection_mode.filter(|_| l.adiabatic_assist) {
+                    self.commanded.rejection[h] = rb;
+                }
+                if now_s.is_finite() {
+                    self.rejection_moved_s[h] = now_s;
+                }
                 let s0 = m.supply_setpoint_c.value;
                 if (self.commanded.facilities[h] - s0).abs() > 1e-6 {
                     self.commanded.facilities[h] = s0.clamp(l.supply_min_c, l.supply_max_c);
@@ -789,22 +799,39 @@ impl Controller {
             let write = needs_write(s, rb, self.cfg.deadband_k) || m.local_fallback;
             self.writes += write as u64;
             // Heat-rejection mode: auto when stale or safe (the firmware's own staging), else the
-            // policy's where the equipment has the mode, changed at most once per hold time.
-            let want = if hall_stale || self.mode == Mode::Safe || !l.adiabatic_assist {
+            // policy's where the equipment has the mode. Dry takes a stage away (the assist), so
+            // it is refused where no trim chiller stands behind it, and given up for auto while a
+            // CDU of the hall is under the thermal guard or the facility water runs more than
+            // 2 K above its setpoint. A change to dry or adiabatic waits the hold time since the
+            // last change (a return to auto never waits).
+            let guard = self.topo.halls[h].cdus.clone().any(|c| self.cdu_guard[c]);
+            let warm = m.supply_temp_c.usable(now_s, stale_after) && m.supply_temp_c.value > s + 2.0;
+            let proposed = self.proposal.rejection_mode(h);
+            let dry_refused = proposed == RejectionMode::Dry && (!l.trim_chiller || guard || warm);
+            let want = if hall_stale || self.mode == Mode::Safe || !l.adiabatic_assist || dry_refused {
                 RejectionMode::Auto
             } else {
-                self.proposal.rejection_mode(h)
+                proposed
             };
             let prev = self.commanded.rejection[h];
-            let held =
-                want != RejectionMode::Auto && now_s - self.rejection_moved_s[h] < self.cfg.rejection_mode_hold_s;
+            // A clock that is not a number holds (it never releases the hold).
+            let since = now_s - self.rejection_moved_s[h];
+            let held = want != RejectionMode::Auto && (since.is_nan() || since < self.cfg.rejection_mode_hold_s);
             if want != prev && !held {
                 self.commanded.rejection[h] = want;
-                self.rejection_moved_s[h] = now_s;
+                if now_s.is_finite() {
+                    self.rejection_moved_s[h] = now_s;
+                }
                 let why = if hall_stale {
                     "the hall's data is stale"
                 } else if self.mode == Mode::Safe {
                     "safe mode"
+                } else if dry_refused && !l.trim_chiller {
+                    "dry refused: no trim chiller behind it"
+                } else if dry_refused && guard {
+                    "dry refused: a CDU of the hall is under the thermal guard"
+                } else if dry_refused {
+                    "dry refused: the facility water runs more than 2 K above its setpoint"
                 } else {
                     "the policy's choice"
                 };
@@ -1626,6 +1653,94 @@ mod tests {
             c.setpoints().cdus[0]
         );
         assert!(!c.drain_events().iter().any(|e| e.message.contains("released")));
+    }
+
+    /// A policy that holds the setpoints in force and proposes one heat-rejection mode.
+    struct ModeScript(RejectionMode);
+
+    impl Policy for ModeScript {
+        fn name(&self) -> &'static str {
+            "mode-script"
+        }
+        fn decide(&mut self, input: &PolicyInput<'_>) -> Decision {
+            let mut sp = input.current.clone();
+            sp.rejection = vec![self.0; sp.facilities.len()];
+            Decision {
+                setpoints: sp,
+                power_limits: Vec::new(),
+                placement: None,
+                reasons: Vec::new(),
+                plan: None,
+            }
+        }
+    }
+
+    /// The heat-rejection mode: held from the first read-back, written on change and on a
+    /// read-back that differs, never again once the device reads it back, given up for auto at
+    /// once when the facility water runs warm under dry, refused without a trim chiller, and
+    /// auto in safe mode.
+    #[test]
+    fn the_heat_rejection_mode_is_held_written_on_read_back_and_given_up_when_unsafe() {
+        let site = builtin_site("hall-10k").unwrap();
+        let topo = Topology::new(&site);
+        let cfg = ControllerConfig::default();
+        let mut c = Controller::new(&site, Box::new(ModeScript(RejectionMode::Dry)), cfg);
+        let mut rb = RejectionMode::Auto;
+        let mut tick = |c: &mut Controller, t: f64, rb: RejectionMode, supply: f64| {
+            let mut img = image(&topo, t, 70.0);
+            img.facilities[0].rejection_mode = Some(rb);
+            img.facilities[0].supply_temp_c = Reading::good(supply, t);
+            c.tick(t, &img).facilities[0].rejection_mode
+        };
+        // Held for the hold time from the first read-back (a restart does not flip the pads).
+        for k in 0..15 {
+            let t = k as f64 * 60.0;
+            assert_eq!(tick(&mut c, t, rb, 34.0), None, "t={t}");
+            assert_eq!(c.setpoints().rejection_mode(0), RejectionMode::Auto);
+        }
+        let t0 = cfg.rejection_mode_hold_s;
+        assert_eq!(tick(&mut c, t0, rb, 34.0), Some(RejectionMode::Dry));
+        assert!(c.drain_events().iter().any(|e| e
+            .message
+            .contains("heat-rejection mode auto -> dry (the policy's choice)")));
+        // The device has not taken it yet: written again; then read back: not written.
+        assert_eq!(tick(&mut c, t0 + 60.0, rb, 34.0), Some(RejectionMode::Dry));
+        rb = RejectionMode::Dry;
+        assert_eq!(tick(&mut c, t0 + 120.0, rb, 34.0), None);
+        // The facility water 2.5 K above its setpoint: dry is given up for auto at once.
+        assert_eq!(tick(&mut c, t0 + 180.0, rb, 36.5), Some(RejectionMode::Auto));
+        assert!(c.drain_events().iter().any(|e| e.message.contains("dry refused")));
+        rb = RejectionMode::Auto;
+        // Back to normal: dry again only a hold time after that change.
+        assert_eq!(tick(&mut c, t0 + 240.0, rb, 34.0), None);
+        assert_eq!(tick(&mut c, t0 + 180.0 + t0 - 60.0, rb, 34.0), None);
+        assert_eq!(tick(&mut c, t0 + 180.0 + t0, rb, 34.0), Some(RejectionMode::Dry));
+        rb = RejectionMode::Dry;
+        // Safe mode: auto at once, whatever the hold.
+        let t1 = t0 + 180.0 + t0 + 60.0;
+        c.set_mode(Mode::Safe, t1);
+        assert_eq!(tick(&mut c, t1, rb, 34.0), Some(RejectionMode::Auto));
+
+        // Without a trim chiller behind the dry coolers, dry is never commanded.
+        let mut bare = site.clone();
+        bare.halls[0].facility.chiller = None;
+        let mut c = Controller::new(&bare, Box::new(ModeScript(RejectionMode::Dry)), cfg);
+        for k in 0..40 {
+            let t = k as f64 * 60.0;
+            let mut img = image(&topo, t, 70.0);
+            img.facilities[0].rejection_mode = Some(RejectionMode::Auto);
+            assert_eq!(c.tick(t, &img).facilities[0].rejection_mode, None, "t={t}");
+        }
+        // Adiabatic is (the assist adds cooling).
+        let mut c = Controller::new(&bare, Box::new(ModeScript(RejectionMode::Adiabatic)), cfg);
+        let mut wrote = None;
+        for k in 0..40 {
+            let t = k as f64 * 60.0;
+            let mut img = image(&topo, t, 70.0);
+            img.facilities[0].rejection_mode = Some(RejectionMode::Auto);
+            wrote = wrote.or(c.tick(t, &img).facilities[0].rejection_mode);
+        }
+        assert_eq!(wrote, Some(RejectionMode::Adiabatic));
     }
 
     /// A policy whose fast loop asks for a cap on rack 0 (600 W) until `lift` is set, then TDP.

@@ -243,8 +243,9 @@ pub struct CduCommand {
 /// heartbeat times out).
 ///
 /// In every mode the firmware still holds the facility supply setpoint with its fans and stages
-/// the trim chiller when the heat rejection has stayed saturated above the setpoint: no mode can
-/// leave the facility water uncooled.
+/// the trim chiller, where there is one, when the heat rejection has stayed saturated above the
+/// setpoint. Dry takes the assist away: on a hall without a trim chiller nothing stands behind
+/// the fans, so the controller never commands dry there.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "kebab-case")]
 pub enum RejectionMode {

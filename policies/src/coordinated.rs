@@ -1044,7 +1044,7 @@ impl Coordinated {
                     rejection_mode: RejectionMode::Auto,
                 };
                 reasons.push(format!(
-                    "no candidate keeps the hottest GPU {:.0} K below slowdown at today's load and {:.0} K at TDP: design setpoints",
+                    "no candidate keeps the hottest GPU {:.0} K below slowdown at today's load and {:.0} K at TDP: design setpoints, heat rejection auto",
                     p.margin_now_k, p.margin_tdp_k
                 ));
                 let pred = keep.unwrap_or_default();
@@ -1105,10 +1105,17 @@ impl Coordinated {
         }
         if n_assist > 0 && p.choose_rejection_mode && !modes_ready {
             reasons.push(format!(
-                "heat-rejection mode left to the firmware (auto): choosing dry or adiabatic needs the air model's samples of both states of the assist, {MODE_MIN_SAMPLES} each (have {} dry, {} adiabatic){}",
-                cm.air_n[0],
-                cm.air_n[1],
-                if assist_now.is_none() { ", and the halls' assist in one state" } else { "" }
+                "heat-rejection mode left to the firmware (auto): {}",
+                if cm.air_n.iter().any(|&n| n < MODE_MIN_SAMPLES) {
+                    format!(
+                        "choosing dry or adiabatic needs the air model's samples of both states of the assist, {MODE_MIN_SAMPLES} each (have {} dry, {} adiabatic)",
+                        cm.air_n[0], cm.air_n[1]
+                    )
+                } else if assist_now.is_none() {
+                    "the halls' assist is not in one state".to_string()
+                } else {
+                    "the air model is not fitted yet (it is refitted with the twin, every six hours)".to_string()
+                }
             ));
         }
         if chiller_running && !fac_short {

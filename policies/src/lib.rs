@@ -60,6 +60,10 @@ pub struct FacilityLimits {
     /// heat-rejection modes exist (elsewhere only auto does).
     #[serde(default)]
     pub adiabatic_assist: bool,
+    /// Whether a trim chiller backs the heat rejection (the controller refuses the dry mode
+    /// without one).
+    #[serde(default)]
+    pub trim_chiller: bool,
 }
 
 /// Everything a policy may assume about the equipment: nameplate limits from the site file.
@@ -111,6 +115,7 @@ impl PlantLimits {
                     supply_max_c: f.supply_setpoint_max_c(),
                     supply_design_c: f.supply_setpoint_c,
                     adiabatic_assist: f.dry_coolers.as_ref().is_some_and(|d| d.adiabatic.is_some()),
+                    trim_chiller: f.chiller.is_some(),
                 }
             })
             .collect();
