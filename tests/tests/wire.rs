@@ -381,14 +381,8 @@ async fn broker_restart_telemetry_goes_stale_then_resumes() {
     sim.stop();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn modbus_exceptions_are_answers_not_link_failures() {
-    let _serial = SERIAL.lock().await;
-    use coolplane_adapters::modbus::{spawn_device, DeviceConfig};
-    use coolplane_adapters::regmap::RegisterMap;
-    use std::sync::Arc;
-    use tokio_modbus::client::{tcp, Reader, Writer};
-    use tokio_modbus::{ExceptionCode, Slave};
+/// The simulated plant on Modbus only (no MQTT), a day of hall-10k at 60× real time.
+async fn modbus_only_plant() -> (Clock, SimWire) {
     let clock = Clock::new(60.0);
     let sim = SimWire::start(
         SimWireConfig {
@@ -404,6 +398,18 @@ async fn modbus_exceptions_are_answers_not_link_failures() {
     )
     .await
     .unwrap();
+    (clock, sim)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn modbus_exceptions_are_answers_not_link_failures() {
+    let _serial = SERIAL.lock().await;
+    use coolplane_adapters::modbus::{spawn_device, DeviceConfig};
+    use coolplane_adapters::regmap::RegisterMap;
+    use std::sync::Arc;
+    use tokio_modbus::client::{tcp, Reader, Writer};
+    use tokio_modbus::{ExceptionCode, Slave};
+    let (clock, sim) = modbus_only_plant().await;
     let addr = sim.endpoints()[0].addr;
     let mut ctx = tcp::connect_slave(addr, Slave(1)).await.unwrap();
     // The device answers bad requests with Modbus exceptions.
@@ -460,21 +466,7 @@ async fn the_heat_rejection_mode_is_written_and_read_back_over_modbus() {
     use coolplane_sim_wire::Role;
     use tokio_modbus::client::{tcp, Reader, Writer};
     use tokio_modbus::{ExceptionCode, Slave};
-    let clock = Clock::new(60.0);
-    let sim = SimWire::start(
-        SimWireConfig {
-            scenario: scenario(1.0),
-            step_s: 5.0,
-            bind: IpAddr::V4(Ipv4Addr::LOCALHOST),
-            modbus_base_port: 0,
-            mqtt: None,
-            telemetry_interval_s: 10.0,
-            limits_on_arrival: false,
-        },
-        clock,
-    )
-    .await
-    .unwrap();
+    let (clock, sim) = modbus_only_plant().await;
     let fac = sim
         .endpoints()
         .iter()
