@@ -1686,7 +1686,7 @@ mod tests {
         let cfg = ControllerConfig::default();
         let mut c = Controller::new(&site, Box::new(ModeScript(RejectionMode::Dry)), cfg);
         let mut rb = RejectionMode::Auto;
-        let mut tick = |c: &mut Controller, t: f64, rb: RejectionMode, supply: f64| {
+        let tick = |c: &mut Controller, t: f64, rb: RejectionMode, supply: f64| {
             let mut img = image(&topo, t, 70.0);
             img.facilities[0].rejection_mode = Some(rb);
             img.facilities[0].supply_temp_c = Reading::good(supply, t);
