@@ -20,12 +20,21 @@
 //!   rack may go from idle to full power before the next plan). The facility water stays an
 //!   approach below the coldest CDU supply.
 //! - **Hysteresis:** the setpoints move only when the best candidate is predicted to save at
-//!   least `min_gain` (relative) over keeping the present ones, which keeps setpoint writes
-//!   (EEPROM wear) rare.
+//!   least `min_gain` (relative) over keeping the present ones and its setpoint writes (each
+//!   charged in energy, in proportion to the load a CDU carries), which keeps writes (EEPROM
+//!   wear) rare.
+//! - **Two-phase immersion tanks** (a CDU is then a tank's condenser-water skid): the dies sit on
+//!   the boiling pool, not on the water, so the candidates are the condenser water's supply and
+//!   flow. Each tank's condenser is learned from its skid's meters and pool temperature
+//!   (`TankModel`: effectiveness, hence `1/UA`, every tick; its water-side slope against flow
+//!   once the flow has varied, all of it on the water side until then); a candidate's pool
+//!   follows, the dies move only with the pool above the fluid's boiling point, and every tank at
+//!   its design heat must keep its pool within `tank_pressure_frac` of its relief pressure.
+//!   Colder water lets the skids' flow, and their pumps, fall.
 //!
 //! Fallback: until the twin is calibrated (its learning window), or when the telemetry the
-//! prediction needs is stale, the policy runs [`TrimRespond`] and says so in its plan and its
-//! reasons. Sites with two-phase immersion tanks always fall back (the hall model has no tanks).
+//! prediction needs is stale (on a tank: its pool and condenser readings too), the policy runs
+//! [`TrimRespond`] and says so in its plan and its reasons.
 //! The controller's safety envelope (equipment and rate limits, thermal guard, stale-data safe
 //! mode) applies to everything proposed here as to any policy.
 
@@ -76,8 +85,13 @@ pub struct CoordinatedParams {
     /// Energy a setpoint write is charged in the comparison, kWh, spread over the horizon: one
     /// write per CDU for each kelvin of supply change (the controller ramps 1 K/min) and for a
     /// flow change, one per hall per kelvin of facility change. Firmware keeps setpoints in
-    /// EEPROM with a finite write endurance; this keeps the writes to moves that pay.
+    /// EEPROM with a finite write endurance; this keeps the writes to moves that pay. This is
+    /// the charge on a site whose CDUs carry `write_cost_ref_kw` each at design; elsewhere it
+    /// scales with the mean design load of the site's CDUs, so that a write has to buy the same
+    /// relative saving on a site of small CDUs (a tank's 72 kW skid) as on one of large ones.
     pub write_cost_kwh: f64,
+    /// CDU design load at which a write is charged `write_cost_kwh`, kW.
+    pub write_cost_ref_kw: f64,
     /// A move's write charge is spread over the time its setpoints are expected to stand: the
     /// running mean of the policy's own recent holds, or the hold in progress if longer, at
     /// least the horizon and at most this, s.
@@ -87,6 +101,19 @@ pub struct CoordinatedParams {
     /// air entering the coils); off: the firmware stages the assist itself (auto), the
     /// `coordinated-auto` policy.
     pub choose_rejection_mode: bool,
+    /// Two-phase immersion: a tank at its design heat may run its pool at most at the
+    /// saturation temperature of this fraction of its relief pressure above atmospheric (the
+    /// condenser water is chosen so that every tank could go to full load before the next plan
+    /// without its pressure leaving this band).
+    pub tank_pressure_frac: f64,
+    /// A move keeps every tank's predicted full-load pool this much further below that limit, K.
+    pub tank_margin_k: f64,
+    /// Two-phase immersion: coldest condenser-water supply tried, K below design (colder water
+    /// is what lets the skids' flow fall).
+    pub tank_supply_below_design_k: f64,
+    /// Two-phase immersion: condenser-water flow fractions of design tried (clipped to the
+    /// skid's range).
+    pub tank_flow_fracs: [f64; 8],
 }
 
 impl Default for CoordinatedParams {
@@ -105,8 +132,13 @@ impl Default for CoordinatedParams {
             stale_s: 300.0,
             margin_hysteresis_k: 1.5,
             write_cost_kwh: 1.5,
+            write_cost_ref_kw: 1440.0,
             write_amortise_max_s: 4.0 * 3600.0,
             choose_rejection_mode: true,
+            tank_pressure_frac: 0.4,
+            tank_margin_k: 0.5,
+            tank_supply_below_design_k: 12.0,
+            tank_flow_fracs: [0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.1],
         }
     }
 }
@@ -413,6 +445,159 @@ impl CoolingModel {
     }
 }
 
+/// The condensers of two-phase immersion tanks as the policy learns them from each skid's
+/// meters and its tank's pool temperature (the vapour side condenses at the pool temperature,
+/// so the coil is an exchanger with one isothermal side):
+/// `ε = (T_return − T_supply) / (T_pool − T_supply)`, `UA = −ln(1 − ε)·ṁc_p` each slow tick,
+/// `1/UA = R_cond + R_water·q^−0.8` with `q` the flow as a fraction of design (the water-side
+/// film, Dittus–Boelter). A candidate's pool temperature is then
+/// `T_pool = T_supply + Q / (ε(q)·ṁc_p(q))`: above the fluid's boiling point the tank's
+/// pressure rises and every die with it; below it the tank sits at atmospheric pressure and the
+/// dies do not move (boiling keeps its superheat over the saturation temperature).
+#[derive(Debug, Clone)]
+struct TankModel {
+    /// Per CDU: `Some` where the CDU is a tank's condenser-water skid.
+    tanks: Vec<Option<TankSide>>,
+    /// Sums for the pooled slope of `1/UA` against `q^−0.8`: n, Σx, Σy, Σxx, Σxy.
+    sums: [f64; 5],
+    /// Range of `q^−0.8` seen.
+    x_seen: (f64, f64),
+}
+
+#[derive(Debug, Clone, Copy)]
+struct TankSide {
+    /// The fluid's saturation temperature at atmospheric pressure, °C.
+    t_boil_c: f64,
+    /// Pool temperature at the pressure a tank may reach at full load, °C.
+    t_limit_c: f64,
+    /// The pressure it stands for, kPa above atmospheric.
+    p_limit_kpa: f64,
+    /// Condenser resistance `1/UA` referred to design flow, K/kW: a running mean of each
+    /// slow tick's measurement, each moved to design flow along the water-side slope.
+    r_design: Option<f64>,
+}
+
+/// Samples of the condenser slope before it is trusted, and the spread of `q^−0.8` they must
+/// cover (about 10 % of flow); until then the whole resistance is taken to be on the water
+/// side, the conservative bound when the flow falls.
+const TANK_SLOPE_MIN_N: f64 = 60.0;
+const TANK_SLOPE_MIN_SPAN: f64 = 0.08;
+/// Weight of each slow tick's condenser reading in its running mean.
+const TANK_R_EWMA: f64 = 0.05;
+
+/// Heat capacity rate of the condenser water at `lpm`, kW/K (the skids carry PG25, as CDUs do).
+fn skid_cw_kw_k(lpm: f64) -> f64 {
+    coolplane_core::fluid::pg25_lpm_to_kg_s(lpm) * coolplane_core::fluid::PG25_CP_J_KG_K / 1000.0
+}
+
+impl TankModel {
+    /// From the site: the fluid's boiling point and the pool temperature allowed at full load.
+    fn bind(site: &Site, topo: &Topology, pressure_frac: f64) -> Option<Self> {
+        let tanks: Vec<Option<TankSide>> = topo
+            .cdus
+            .iter()
+            .map(|c| {
+                let im = topo.hall_spec(site, c.hall).immersion.as_ref()?;
+                let fluid = coolplane_core::dielectric::fluid_by_name(&im.fluid)?;
+                let p_limit_kpa = (pressure_frac * im.relief_gauge_kpa).max(0.0);
+                Some(TankSide {
+                    t_boil_c: fluid.boiling_point_c,
+                    t_limit_c: fluid.t_sat_c(coolplane_core::dielectric::P_ATM_PA + 1000.0 * p_limit_kpa),
+                    p_limit_kpa,
+                    r_design: None,
+                })
+            })
+            .collect();
+        tanks.iter().any(Option::is_some).then_some(Self {
+            tanks,
+            sums: [0.0; 5],
+            x_seen: (f64::INFINITY, f64::NEG_INFINITY),
+        })
+    }
+
+    fn observe(&mut self, m: &Measurements, l: &PlantLimits) {
+        let ok = |r: &coolplane_core::signals::Reading| r.quality != Quality::Bad && r.value.is_finite();
+        for c in 0..self.tanks.len() {
+            let (Some(x), Some(lim)) = (m.cdus.get(c), l.cdus.get(c)) else {
+                continue;
+            };
+            let Some(tank) = x.tank else { continue };
+            if ok(&x.supply_temp_c) && ok(&x.return_temp_c) && ok(&x.flow_lpm) && ok(&tank.pool_temp_c) {
+                self.push(
+                    c,
+                    x.supply_temp_c.value,
+                    x.return_temp_c.value,
+                    tank.pool_temp_c.value,
+                    x.flow_lpm.value,
+                    lim.flow_design_lpm,
+                );
+            }
+        }
+    }
+
+    /// One reading of the skid on CDU `c`: condenser water in and out, pool, flow (L/min) and
+    /// its design flow. Readings that cannot be an exchange (no flow, a pool within a kelvin of
+    /// the water, an effectiveness outside (0.05, 0.995)) are skipped.
+    fn push(&mut self, c: usize, t_in: f64, t_out: f64, t_pool: f64, flow_lpm: f64, flow_design_lpm: f64) {
+        let slope = self.slope();
+        let Some(Some(side)) = self.tanks.get_mut(c) else {
+            return;
+        };
+        let q = flow_lpm / flow_design_lpm.max(1e-9);
+        let span = t_pool - t_in;
+        let eps = (t_out - t_in) / span;
+        if !(q >= 0.05 && span >= 1.0 && (0.05..0.995).contains(&eps)) {
+            return;
+        }
+        let r = 1.0 / (-(1.0 - eps).ln() * skid_cw_kw_k(flow_lpm));
+        let xf = q.powf(-0.8);
+        // Referred to design flow (x = 1): along the slope where it is known, else as if all of
+        // it were on the water side.
+        let r_d = match slope {
+            Some(b) => r - b.clamp(0.0, r / xf) * (xf - 1.0),
+            None => r / xf,
+        };
+        // One tick's reading scatters by several per cent (sensor noise on a few kelvin): a
+        // running mean over about 20 ticks.
+        side.r_design = Some(side.r_design.map_or(r_d, |r0| r0 + TANK_R_EWMA * (r_d - r0)));
+        let s = &mut self.sums;
+        s[0] += 1.0;
+        s[1] += xf;
+        s[2] += r;
+        s[3] += xf * xf;
+        s[4] += xf * r;
+        self.x_seen = (self.x_seen.0.min(xf), self.x_seen.1.max(xf));
+    }
+
+    /// Every tank has a condenser measurement.
+    fn ready(&self) -> bool {
+        self.tanks.iter().flatten().all(|t| t.r_design.is_some())
+    }
+
+    /// The pooled slope of `1/UA` against `q^−0.8`, where the flows seen span enough to tell it.
+    fn slope(&self) -> Option<f64> {
+        let [n, sx, sy, sxx, sxy] = self.sums;
+        if n < TANK_SLOPE_MIN_N || self.x_seen.1 - self.x_seen.0 < TANK_SLOPE_MIN_SPAN {
+            return None;
+        }
+        let var = sxx - sx * sx / n;
+        (var > 0.0).then(|| (sxy - sx * sy / n) / var).filter(|b| b.is_finite())
+    }
+
+    /// Pool temperature of the tank on CDU `c` with condenser water at `supply_c`, flow `q`
+    /// (fraction of design `flow_design_lpm`) and `heat_kw` into the pool, °C (None: not a
+    /// tank, or not measured yet).
+    fn pool_c(&self, c: usize, supply_c: f64, q: f64, flow_design_lpm: f64, heat_kw: f64) -> Option<f64> {
+        let r_d = self.tanks.get(c).copied().flatten()?.r_design?;
+        // All of the resistance on the water side is the most a fall in flow can cost.
+        let b = self.slope().map_or(r_d, |b| b.clamp(0.0, r_d));
+        let r = (r_d + b * (q.max(0.05).powf(-0.8) - 1.0)).max(1e-6);
+        let cw = skid_cw_kw_k(q.max(0.05) * flow_design_lpm);
+        let eps = 1.0 - (-1.0 / (r * cw)).exp();
+        Some(supply_c + heat_kw.max(0.0) / (eps * cw).max(1e-9))
+    }
+}
+
 #[derive(Debug, Clone)]
 struct Bound {
     cooling: CoolingModel,
@@ -424,7 +609,8 @@ struct Bound {
     tdp_w: f64,
     approach_k: Vec<f64>,
     design_load_kw: Vec<f64>,
-    immersion: bool,
+    /// Two-phase immersion tanks' condensers (None: no tank on the site).
+    tanks: Option<TankModel>,
     /// A heat-reuse heat pump draws on the facility return water (its power is not metered
     /// apart, so the cooling model cannot see what colder water costs it).
     heat_reuse: bool,
@@ -488,6 +674,12 @@ struct GpuSide {
     work: f64,
     hottest: f64,
     at_tdp: f64,
+    /// Two-phase immersion: the worst tank's predicted pool at its design heat above the pool
+    /// temperature allowed at full load, K (−∞ without tanks; +∞ where a tank's pool cannot be
+    /// predicted), with that tank's pool, °C, and its pressure limit, kPa.
+    tank_excess_k: f64,
+    tank_pool_c: f64,
+    tank_limit_kpa: f64,
 }
 
 impl Coordinated {
@@ -505,11 +697,11 @@ impl Coordinated {
         let Some(b) = self.bound.as_mut() else {
             return self.fallback_decision(input, "not bound to a site (no nameplate)".into());
         };
-        if b.immersion {
-            return self.fallback_decision(input, "two-phase immersion tanks are not in the hall model".into());
-        }
         let m = input.image;
         b.twin.update(m);
+        if let Some(t) = b.tanks.as_mut() {
+            t.observe(m, input.limits);
+        }
         if m.meter.it_power_kw.quality == Quality::Good {
             b.load.push(now, m.meter.it_power_kw.value);
         }
@@ -563,6 +755,12 @@ impl Coordinated {
             };
             return self.fallback_decision(input, why);
         }
+        if b.tanks.as_ref().is_some_and(|t| !t.ready()) {
+            return self.fallback_decision(
+                input,
+                "a tank's condenser has no usable reading yet (skid supply, return, flow and pool temperature)".into(),
+            );
+        }
         if let Err(why) = self.inputs_fresh(m, now) {
             return self.fallback_decision(input, format!("{why}: the prediction cannot be trusted"));
         }
@@ -595,9 +793,18 @@ impl Coordinated {
         if now - m.gpus.t_s > s || m.gpus.temp_c.is_empty() {
             return Err("GPU telemetry stale".into());
         }
+        let tanks = self.bound.as_ref().and_then(|b| b.tanks.as_ref());
         for (c, x) in m.cdus.iter().enumerate() {
             if !(x.supply_temp_c.usable(now, s) && x.flow_lpm.usable(now, s) && x.pump_power_kw.usable(now, s)) {
                 return Err(format!("CDU {c} readings stale or bad"));
+            }
+            if tanks.is_some_and(|t| t.tanks.get(c).is_some_and(Option::is_some)) {
+                let fresh = x.return_temp_c.usable(now, s)
+                    && x.heat_kw.usable(now, s)
+                    && x.tank.is_some_and(|t| t.pool_temp_c.usable(now, s));
+                if !fresh {
+                    return Err(format!("tank {c}'s pool or condenser readings stale or bad"));
+                }
             }
         }
         for (h, f) in m.facilities.iter().enumerate() {
@@ -654,6 +861,7 @@ impl Coordinated {
         b: &Bound,
         model: &HallModel,
         topo: &Topology,
+        l: &PlantLimits,
         m: &Measurements,
         sup_now: &[f64],
         q_now: &[f64],
@@ -664,13 +872,53 @@ impl Coordinated {
         let (mut p0, mut p1, mut w1) = (0.0, 0.0, 0.0);
         let mut hottest = f64::NEG_INFINITY;
         let mut at_tdp = f64::NEG_INFINITY;
+        let (mut tank_excess_k, mut tank_pool_c, mut tank_limit_kpa) = (f64::NEG_INFINITY, f64::NAN, f64::NAN);
         for (r, rack) in topo.racks.iter().enumerate() {
             let c = model.rack_cdu(r);
-            let f = model.rack_fit(r);
-            let qn = q_now[c].max(0.05);
-            let dflow = f[2] * (q.max(0.05).powf(-0.8) - qn.powf(-0.8));
-            let dsup = supply - sup_now[c];
-            at_tdp = at_tdp.max(supply + f[0] + b.tdp_w * (f[1] + f[2] * q.max(0.05).powf(-0.8)));
+            let tank = b
+                .tanks
+                .as_ref()
+                .and_then(|tm| Some((tm, tm.tanks.get(c).copied().flatten()?)));
+            // Each die moves by `dsup + P·dflow`; a tank's by its pool's move above the boiling
+            // point (`dflow` 0), and at full load by `d_tdp` over today's reading.
+            let (dsup, dflow, d_tdp) = if let Some((tm, side)) = tank {
+                let fd = l.cdus[c].flow_design_lpm;
+                let x = &m.cdus[c];
+                let heat = x.heat_kw.value;
+                let pool_meas = x.tank.map_or(f64::NAN, |t| t.pool_temp_c.value);
+                let pools = (
+                    tm.pool_c(c, sup_now[c], q_now[c], fd, heat),
+                    tm.pool_c(c, supply, q, fd, heat),
+                    tm.pool_c(c, supply, q, fd, heat.max(b.design_load_kw[c])),
+                );
+                match pools {
+                    (Some(p_now), Some(p_new), Some(p_tdp)) if pool_meas.is_finite() => {
+                        let tb = side.t_boil_c;
+                        let excess = p_tdp - side.t_limit_c;
+                        if excess > tank_excess_k {
+                            (tank_excess_k, tank_pool_c, tank_limit_kpa) = (excess, p_tdp, side.p_limit_kpa);
+                        }
+                        (
+                            p_new.max(tb) - p_now.max(tb),
+                            0.0,
+                            Some(p_tdp.max(tb) - pool_meas.max(tb)),
+                        )
+                    }
+                    _ => {
+                        tank_excess_k = f64::INFINITY;
+                        (0.0, 0.0, Some(0.0))
+                    }
+                }
+            } else {
+                let f = model.rack_fit(r);
+                let qn = q_now[c].max(0.05);
+                at_tdp = at_tdp.max(supply + f[0] + b.tdp_w * (f[1] + f[2] * q.max(0.05).powf(-0.8)));
+                (
+                    supply - sup_now[c],
+                    f[2] * (q.max(0.05).powf(-0.8) - qn.powf(-0.8)),
+                    None,
+                )
+            };
             for i in rack.gpus.clone() {
                 let (Some(&t), Some(&p), Some(&u), Some(&cap)) =
                     (g.temp_c.get(i), g.power_w.get(i), g.util.get(i), g.power_limit_w.get(i))
@@ -682,6 +930,9 @@ impl Coordinated {
                     continue;
                 }
                 let t1 = t + dsup + p * dflow;
+                if let Some(d) = d_tdp {
+                    at_tdp = at_tdp.max(t + d);
+                }
                 let (a0, _) = b.gpu.power_and_speed(t, u, cap);
                 let (a1, s1) = b.gpu.power_and_speed(t1, u, cap);
                 p0 += a0;
@@ -695,6 +946,9 @@ impl Coordinated {
             work: w1,
             hottest,
             at_tdp,
+            tank_excess_k,
+            tank_pool_c,
+            tank_limit_kpa,
         }
     }
 
@@ -753,16 +1007,24 @@ impl Coordinated {
             .map(|f| f.supply_max_c)
             .fold(f64::INFINITY, f64::min);
         let (seen_lo, seen_hi) = b.fac_seen.unwrap_or((f_lo, f_hi));
+        // Tanks: colder condenser water is what lets the skids' flow fall (the dies sit on the
+        // boiling pool, not on the water), so the range reaches further down and the flows lower.
+        let has_tanks = b.tanks.is_some();
+        let below_k = if has_tanks {
+            p.tank_supply_below_design_k
+        } else {
+            p.supply_below_design_k
+        };
         let mut supplies = Vec::new();
-        let mut s = (design_s - p.supply_below_design_k).round();
+        let mut s = (design_s - below_k).round();
         while s <= design_s + p.supply_above_design_k + 1e-9 {
             if s >= s_lo - 1e-9 && s <= s_hi + 1e-9 {
                 supplies.push(s);
             }
             s += 1.0;
         }
-        let mut flows: Vec<f64> = p
-            .flow_fracs
+        let flow_fracs: &[f64] = if has_tanks { &p.tank_flow_fracs } else { &p.flow_fracs };
+        let mut flows: Vec<f64> = flow_fracs
             .iter()
             .copied()
             .filter(|q| *q >= q_lo - 1e-9 && *q <= q_hi + 1e-9)
@@ -866,6 +1128,7 @@ impl Coordinated {
             b,
             model,
             topo,
+            l,
             m,
             &sup_now,
             &q_now,
@@ -879,16 +1142,22 @@ impl Coordinated {
             keep_sp.facility_supply_c,
             keep_sp.rejection_mode,
         );
-        let feasible = |gs: &GpuSide| gs.hottest <= slow - p.margin_now_k && gs.at_tdp <= slow - p.margin_tdp_k;
+        let feasible = |gs: &GpuSide| {
+            gs.hottest <= slow - p.margin_now_k && gs.at_tdp <= slow - p.margin_tdp_k && gs.tank_excess_k <= 0.0
+        };
         let feasible_move = |gs: &GpuSide| {
             gs.hottest <= slow - p.margin_now_k - p.margin_hysteresis_k
                 && gs.at_tdp <= slow - p.margin_tdp_k - p.margin_hysteresis_k
+                && gs.tank_excess_k <= -p.tank_margin_k
         };
         // A move's writes are paid for by the hours its setpoints stand: the policy's own recent
         // holds (a mean over its last moves, or the present hold if it is longer), at least the
         // plan's horizon, at most the cap.
         let holding_h = self.last_move_s.map_or(0.0, |t| (input.now_s - t) / 3600.0);
         let amortise_h = write_amortise_h(self.hold_h, holding_h, p.horizon_s, p.write_amortise_max_s);
+        // A write's charge, kWh, in proportion to the load the site's CDUs carry.
+        let write_cost = p.write_cost_kwh * b.design_load_kw.iter().sum::<f64>()
+            / (b.design_load_kw.len().max(1) as f64 * p.write_cost_ref_kw.max(1.0));
         // Writes a move needs, and what they are charged, kW over the horizon.
         let write_kw = |s: f64, q: f64, fac: f64, mode: RejectionMode| -> (u32, f64) {
             let mut w = 0u32;
@@ -906,16 +1175,16 @@ impl Coordinated {
             }
             // Leaving the fallback is a one-off transition: its writes are not charged, so the
             // first plan is not held near where trim-respond happened to leave the setpoints.
-            let cost = if first_plan { 0.0 } else { p.write_cost_kwh };
+            let cost = if first_plan { 0.0 } else { write_cost };
             (w, w as f64 * cost / amortise_h)
         };
         let mut best: Option<(PlanSetpoints, PlanPrediction, f64, u32)> = None;
         let mut n = 0u32;
         let mut sides = Vec::new();
-        let (mut hot_refused, mut tdp_refused, mut implausible) = (0u32, 0u32, 0u32);
+        let (mut hot_refused, mut tdp_refused, mut tank_refused, mut implausible) = (0u32, 0u32, 0u32, 0u32);
         for &s in &supplies {
             for &q in &flows {
-                let gs = Self::gpu_side(b, model, topo, m, &sup_now, &q_now, s, q);
+                let gs = Self::gpu_side(b, model, topo, l, m, &sup_now, &q_now, s, q);
                 n += 1;
                 sides.push((s, q, gs));
                 if gs.hottest > slow - p.margin_now_k {
@@ -923,6 +1192,9 @@ impl Coordinated {
                 }
                 if gs.at_tdp > slow - p.margin_tdp_k {
                     tdp_refused += 1;
+                }
+                if gs.tank_excess_k > 0.0 {
+                    tank_refused += 1;
                 }
                 if !feasible_move(&gs) {
                     continue;
@@ -995,7 +1267,7 @@ impl Coordinated {
                     sp.facility_supply_c,
                     sp.rejection_mode.name(),
                     (1.0 - pred.kwh_per_gpu_h / k.kwh_per_gpu_h) * 100.0,
-                    p.write_cost_kwh,
+                    write_cost,
                     p.min_gain * 100.0
                 ));
                 (keep_sp, k)
@@ -1044,8 +1316,17 @@ impl Coordinated {
                     rejection_mode: RejectionMode::Auto,
                 };
                 reasons.push(format!(
-                    "no candidate keeps the hottest GPU {:.0} K below slowdown at today's load and {:.0} K at TDP: design setpoints, heat rejection auto",
-                    p.margin_now_k, p.margin_tdp_k
+                    "no candidate keeps the hottest GPU {:.0} K below slowdown at today's load and {:.0} K at TDP{}: design setpoints, heat rejection auto",
+                    p.margin_now_k,
+                    p.margin_tdp_k,
+                    if has_tanks {
+                        format!(
+                            " and every tank at its design heat within {:.0} % of its relief pressure",
+                            p.tank_pressure_frac * 100.0
+                        )
+                    } else {
+                        String::new()
+                    }
                 ));
                 let pred = keep.unwrap_or_default();
                 (sp, pred)
@@ -1074,6 +1355,16 @@ impl Coordinated {
             let mut parts = Vec::new();
             for (what, nb) in [("less flow", colder_flow), ("1 K warmer CDU water", warmer)] {
                 match nb {
+                    Some((_, _, gs)) if gs.tank_excess_k > 0.0 => parts.push(if gs.tank_excess_k.is_finite() {
+                        format!(
+                            "{what} would let a tank at its design heat reach a {:.1} °C pool (limit {:.1} °C: {:.1} kPa above atmospheric)",
+                            gs.tank_pool_c,
+                            gs.tank_pool_c - gs.tank_excess_k,
+                            gs.tank_limit_kpa
+                        )
+                    } else {
+                        format!("{what}: a tank's pool cannot be predicted (its condenser is not measured)")
+                    }),
                     Some((_, _, gs)) if gs.at_tdp > slow - p.margin_tdp_k => parts.push(format!(
                         "{what} would let a rack at TDP reach {:.1} °C (limit {:.1} °C)",
                         gs.at_tdp,
@@ -1085,7 +1376,12 @@ impl Coordinated {
                         slow - p.margin_now_k
                     )),
                     Some(_) => parts.push(format!(
-                        "{what} is allowed but predicted to cost more (die leakage and lost speed outweigh the cooling saved)"
+                        "{what} is allowed but predicted to cost more ({})",
+                        if has_tanks {
+                            "pumps and fans, or dies above the boiling point"
+                        } else {
+                            "die leakage and lost speed outweigh the cooling saved"
+                        }
                     )),
                     None => parts.push(format!("{what}: at the end of the range tried")),
                 }
@@ -1096,6 +1392,12 @@ impl Coordinated {
         if hot_refused + tdp_refused > 0 {
             reasons.push(format!(
                 "{n} CDU candidates, {hot_refused} refused for the hottest GPU at today's load, {tdp_refused} for a rack at TDP"
+            ));
+        }
+        if tank_refused > 0 {
+            reasons.push(format!(
+                "{n} condenser-water candidates, {tank_refused} refused because a tank at its design heat would run its pool above the {:.0} % of relief pressure allowed",
+                p.tank_pressure_frac * 100.0
             ));
         }
         if implausible > 0 {
@@ -1181,15 +1483,26 @@ impl Coordinated {
             reasons.extend(b.forecast_note.clone());
         }
         self.held = Some(chosen);
-        // Placement: racks with the most headroom at TDP first.
+        // Placement: racks with the most headroom at TDP first (tanks: the coolest predicted
+        // pool at design heat under the chosen condenser water, i.e. the most condenser to spare).
         let mut order: Vec<(f64, u32)> = (0..model.racks())
             .map(|r| {
-                let f = model.rack_fit(r);
+                let c = model.rack_cdu(r);
                 let q = chosen.cdu_flow_frac.max(0.05);
-                (
-                    chosen.cdu_supply_c + f[0] + b.tdp_w * (f[1] + f[2] * q.powf(-0.8)),
-                    r as u32,
-                )
+                let tank_pool = b.tanks.as_ref().and_then(|tm| {
+                    tm.pool_c(
+                        c,
+                        chosen.cdu_supply_c,
+                        q,
+                        l.cdus[c].flow_design_lpm,
+                        m.cdus[c].heat_kw.value.max(b.design_load_kw[c]),
+                    )
+                });
+                let key = tank_pool.unwrap_or_else(|| {
+                    let f = model.rack_fit(r);
+                    chosen.cdu_supply_c + f[0] + b.tdp_w * (f[1] + f[2] * q.powf(-0.8))
+                });
+                (key, r as u32)
             })
             .collect();
         order.sort_by(|a, b| a.0.total_cmp(&b.0));
@@ -1238,11 +1551,7 @@ impl Policy for Coordinated {
             approach_k.push(spec.hx_design_approach_k);
             design_load_kw.push(spec.design_load_kw);
         }
-        let immersion = topo
-            .halls
-            .iter()
-            .enumerate()
-            .any(|(h, _)| topo.hall_spec(site, h).immersion.is_some());
+        let tanks = TankModel::bind(site, topo, self.params.tank_pressure_frac);
         let heat_reuse = topo
             .halls
             .iter()
@@ -1267,7 +1576,7 @@ impl Policy for Coordinated {
             tdp_w: site.gpu.tdp_w,
             approach_k,
             design_load_kw,
-            immersion,
+            tanks,
             heat_reuse,
             refit_note: None,
             fac_seen: None,
@@ -1407,7 +1716,63 @@ mod tests {
         let mut tanks = Coordinated::default();
         tanks.bind(&site2, &topo2);
         let d = decide(&mut tanks, "supernode-2pic", 0.0);
-        assert!(d.reasons[0].contains("immersion"), "{:?}", d.reasons);
+        assert!(d.reasons[0].contains("still learning"), "{:?}", d.reasons);
+    }
+
+    /// The tanks' condenser model, fed skid readings made by the plant's own law (ε-NTU with the
+    /// condensing side at the pool temperature; 40 % of the resistance on the water side, as on
+    /// `supernode-2pic`): from one flow it errs warm at a lower flow (as if all the resistance
+    /// were on the water side), never cold; once the flow has varied it learns the water-side
+    /// slope and predicts the pool at another flow and supply within 0.1 K. Readings that are
+    /// no exchange are skipped.
+    #[test]
+    fn the_tank_condenser_model_learns_the_coil_and_errs_warm_until_the_flow_has_varied() {
+        let site = builtin_site("supernode-2pic").unwrap();
+        let topo = Topology::new(&site);
+        let l = PlantLimits::from_site(&site, &topo);
+        let fd = l.cdus[0].flow_design_lpm;
+        let (r_c, r_w) = (0.6 / 18.0, 0.4 / 18.0);
+        // (pool, water out) for condenser water in at `s`, flow fraction `q`, `heat` kW.
+        let truth = |s: f64, q: f64, heat: f64| {
+            let cw = skid_cw_kw_k(q * fd);
+            let eps = 1.0 - (-1.0 / ((r_c + r_w * q.powf(-0.8)) * cw)).exp();
+            (s + heat / (eps * cw), s + heat / cw)
+        };
+        let mut tm = TankModel::bind(&site, &topo, 0.2).expect("tanks");
+        let side = tm.tanks[0].expect("CDU 0 is a tank's skid");
+        // Novec 649 boils at 49 °C; 2 kPa above atmospheric is about 0.6 K more.
+        assert_eq!(side.t_boil_c, 49.0);
+        assert!(side.t_limit_c > 49.3 && side.t_limit_c < 50.0, "{}", side.t_limit_c);
+        assert!(!tm.ready() && tm.pool_c(0, 38.0, 1.0, fd, 72.0).is_none());
+        // Not an exchange: no flow, a pool at the water's temperature, water out above the pool.
+        tm.push(0, 38.0, 39.0, 45.0, 0.0, fd);
+        tm.push(0, 38.0, 38.2, 38.5, fd, fd);
+        tm.push(0, 38.0, 46.0, 45.0, fd, fd);
+        assert!(!tm.ready());
+        for c in 0..topo.cdus.len() {
+            let (pool, out) = truth(38.0, 1.0, 60.0);
+            tm.push(c, 38.0, out, pool, fd, fd);
+        }
+        assert!(tm.ready() && tm.slope().is_none());
+        // At the flow seen, the pool at another supply and heat is exact.
+        let at_design = tm.pool_c(0, 36.0, 1.0, fd, 72.0).unwrap();
+        assert!((at_design - truth(36.0, 1.0, 72.0).0).abs() < 0.01, "{at_design}");
+        // At 60 % flow: warm, not cold, and not by much.
+        let want = truth(32.0, 0.6, 72.0).0;
+        let warm = tm.pool_c(0, 32.0, 0.6, fd, 72.0).unwrap();
+        assert!(warm > want + 0.1 && warm < want + 1.5, "{warm} vs {want}");
+        // Readings at 70–110 % flow: the slope is learned and the prediction comes true.
+        for k in 0..100 {
+            let q = [0.7, 0.8, 0.9, 1.0, 1.1][k % 5];
+            for c in 0..topo.cdus.len() {
+                let (pool, out) = truth(35.0, q, 60.0);
+                tm.push(c, 35.0, out, pool, q * fd, fd);
+            }
+        }
+        let b = tm.slope().expect("slope once the flow has varied");
+        assert!((b - r_w).abs() < 0.02 * r_w, "{b} vs {r_w}");
+        let got = tm.pool_c(0, 32.0, 0.6, fd, 72.0).unwrap();
+        assert!((got - want).abs() < 0.1, "{got} vs {want}");
     }
 
     #[test]
