@@ -21,7 +21,7 @@
 //!   approach below the coldest CDU supply.
 //! - **Hysteresis:** the setpoints move only when the best candidate is predicted to save at
 //!   least `min_gain` (relative) over keeping the present ones and its setpoint writes (each
-//!   charged in energy, in proportion to the load a CDU carries), which keeps writes (EEPROM
+//!   charged in energy, in proportion to the mean design load of the site's CDUs), which keeps writes (EEPROM
 //!   wear) rare.
 //! - **Two-phase immersion tanks** (a CDU is then a tank's condenser-water skid): the dies sit on
 //!   the boiling pool, not on the water, so the candidates are the condenser water's supply and
@@ -102,9 +102,10 @@ pub struct CoordinatedParams {
     /// `coordinated-auto` policy.
     pub choose_rejection_mode: bool,
     /// Two-phase immersion: a tank at its design heat may run its pool at most at the
-    /// saturation temperature of this fraction of its relief pressure above atmospheric (the
-    /// condenser water is chosen so that every tank could go to full load before the next plan
-    /// without its pressure leaving this band).
+    /// saturation temperature of this fraction of its relief pressure above atmospheric, as the
+    /// condenser model predicts it with the skid holding its supply setpoint (so that a tank
+    /// may go to its design heat before the next plan and stay in this band). A tank measured
+    /// above it at today's load allows only colder condenser water or more flow.
     pub tank_pressure_frac: f64,
     /// A move keeps every tank's predicted full-load pool this much further below that limit, K.
     pub tank_margin_k: f64,
@@ -458,8 +459,8 @@ impl CoolingModel {
 struct TankModel {
     /// Per CDU: `Some` where the CDU is a tank's condenser-water skid.
     tanks: Vec<Option<TankSide>>,
-    /// Sums for the pooled slope of `1/UA` against `q^−0.8`: n, Σx, Σy, Σxx, Σxy.
-    sums: [f64; 5],
+    /// Sums for the pooled slope of `1/UA` against `q^−0.8`: n, Σx, Σy, Σxx, Σxy, Σyy.
+    sums: [f64; 6],
     /// Range of `q^−0.8` seen.
     x_seen: (f64, f64),
 }
@@ -468,22 +469,44 @@ struct TankModel {
 struct TankSide {
     /// The fluid's saturation temperature at atmospheric pressure, °C.
     t_boil_c: f64,
-    /// Pool temperature at the pressure a tank may reach at full load, °C.
+    /// Pool temperature at the pressure a tank may reach at its design heat, °C.
     t_limit_c: f64,
     /// The pressure it stands for, kPa above atmospheric.
     p_limit_kpa: f64,
+    /// Die-to-boiling-surface resistance of an accelerator's package, K/W (nameplate).
+    r_pkg_k_w: f64,
+    /// Boiling curve (nameplate): wall superheat `sh_ref_k` at `sh_ref_w` per accelerator,
+    /// superheat ∝ power^(1/`boil_n`).
+    sh_ref_k: f64,
+    sh_ref_w: f64,
+    boil_n: f64,
     /// Condenser resistance `1/UA` referred to design flow, K/kW: a running mean of each
-    /// slow tick's measurement, each moved to design flow along the water-side slope.
+    /// slow tick's measurement, each moved to design flow along the water-side slope (all of
+    /// the resistance on the water side while the slope is not known).
     r_design: Option<f64>,
+    /// Running mean of `q^−0.8` at those readings (the flow they were taken at).
+    x_ref: f64,
 }
 
-/// Samples of the condenser slope before it is trusted, and the spread of `q^−0.8` they must
-/// cover (about 10 % of flow); until then the whole resistance is taken to be on the water
-/// side, the conservative bound when the flow falls.
+impl TankSide {
+    /// Boiling superheat of an accelerator at `p_w`, K.
+    fn superheat_k(&self, p_w: f64) -> f64 {
+        self.sh_ref_k * (p_w.max(0.0) / self.sh_ref_w.max(1e-9)).powf(1.0 / self.boil_n.max(1.0))
+    }
+}
+
+/// Samples of the condenser slope before it is trusted, the spread of `q^−0.8` they must cover
+/// (about 10 % of flow), and the largest standard error it may have, relative to itself; until
+/// then the whole resistance is taken to be on the water side when the flow falls, and no gain
+/// when it rises: the conservative bound either way.
 const TANK_SLOPE_MIN_N: f64 = 60.0;
 const TANK_SLOPE_MIN_SPAN: f64 = 0.08;
+const TANK_SLOPE_MAX_REL_SE: f64 = 0.2;
 /// Weight of each slow tick's condenser reading in its running mean.
 const TANK_R_EWMA: f64 = 0.05;
+/// Smallest temperature rise of the condenser water a reading needs, K (below it the sensors'
+/// offsets dominate the effectiveness).
+const TANK_MIN_RISE_K: f64 = 2.0;
 
 /// Heat capacity rate of the condenser water at `lpm`, kW/K (the skids carry PG25, as CDUs do).
 fn skid_cw_kw_k(lpm: f64) -> f64 {
@@ -491,7 +514,8 @@ fn skid_cw_kw_k(lpm: f64) -> f64 {
 }
 
 impl TankModel {
-    /// From the site: the fluid's boiling point and the pool temperature allowed at full load.
+    /// From the site: the fluid's boiling point, the pool temperature allowed at design heat,
+    /// the package and boiling curve.
     fn bind(site: &Site, topo: &Topology, pressure_frac: f64) -> Option<Self> {
         let tanks: Vec<Option<TankSide>> = topo
             .cdus
@@ -504,25 +528,42 @@ impl TankModel {
                     t_boil_c: fluid.boiling_point_c,
                     t_limit_c: fluid.t_sat_c(coolplane_core::dielectric::P_ATM_PA + 1000.0 * p_limit_kpa),
                     p_limit_kpa,
+                    r_pkg_k_w: im.package_r_k_per_w,
+                    sh_ref_k: im.superheat_ref_k,
+                    sh_ref_w: im.superheat_ref_w_per_cm2 * im.boiling_area_cm2,
+                    boil_n: im.boiling_exponent,
                     r_design: None,
+                    x_ref: 1.0,
                 })
             })
             .collect();
         tanks.iter().any(Option::is_some).then_some(Self {
             tanks,
-            sums: [0.0; 5],
+            sums: [0.0; 6],
             x_seen: (f64::INFINITY, f64::NEG_INFINITY),
         })
     }
 
-    fn observe(&mut self, m: &Measurements, l: &PlantLimits) {
-        let ok = |r: &coolplane_core::signals::Reading| r.quality != Quality::Bad && r.value.is_finite();
+    /// Every CDU is a tank's skid (the candidate ranges are then the tanks').
+    fn all_tanks(&self) -> bool {
+        self.tanks.iter().all(Option::is_some)
+    }
+
+    /// The skids' and pools' readings of this tick that are fresh (at most `stale_s` old at
+    /// `now_s`: a reading frozen for longer is not learned from).
+    fn observe(&mut self, m: &Measurements, l: &PlantLimits, now_s: f64, stale_s: f64) {
         for c in 0..self.tanks.len() {
             let (Some(x), Some(lim)) = (m.cdus.get(c), l.cdus.get(c)) else {
                 continue;
             };
             let Some(tank) = x.tank else { continue };
-            if ok(&x.supply_temp_c) && ok(&x.return_temp_c) && ok(&x.flow_lpm) && ok(&tank.pool_temp_c) {
+            let fresh = |r: &coolplane_core::signals::Reading| r.usable(now_s, stale_s);
+            if fresh(&x.supply_temp_c) && fresh(&x.return_temp_c) && fresh(&x.flow_lpm) && fresh(&tank.pool_temp_c) {
+                let pump_kw = if x.pump_power_kw.usable(now_s, stale_s) {
+                    x.pump_power_kw.value
+                } else {
+                    0.0
+                };
                 self.push(
                     c,
                     x.supply_temp_c.value,
@@ -530,26 +571,40 @@ impl TankModel {
                     tank.pool_temp_c.value,
                     x.flow_lpm.value,
                     lim.flow_design_lpm,
+                    pump_kw,
                 );
             }
         }
     }
 
-    /// One reading of the skid on CDU `c`: condenser water in and out, pool, flow (L/min) and
-    /// its design flow. Readings that cannot be an exchange (no flow, a pool within a kelvin of
-    /// the water, an effectiveness outside (0.05, 0.995)) are skipped.
-    fn push(&mut self, c: usize, t_in: f64, t_out: f64, t_pool: f64, flow_lpm: f64, flow_design_lpm: f64) {
+    /// One reading of the skid on CDU `c`: condenser water in and out, pool, flow (L/min), its
+    /// design flow, and the skid pump's power (its heat is in the water's rise, not the
+    /// condenser's). Readings that cannot be an exchange (no flow, a pool within a kelvin of the
+    /// water, less than 2 K of rise, an effectiveness outside (0.05, 0.995)) are skipped.
+    #[allow(clippy::too_many_arguments)]
+    fn push(
+        &mut self,
+        c: usize,
+        t_in: f64,
+        t_out: f64,
+        t_pool: f64,
+        flow_lpm: f64,
+        flow_design_lpm: f64,
+        pump_kw: f64,
+    ) {
         let slope = self.slope();
         let Some(Some(side)) = self.tanks.get_mut(c) else {
             return;
         };
         let q = flow_lpm / flow_design_lpm.max(1e-9);
+        let cw = skid_cw_kw_k(flow_lpm);
+        let rise = t_out - t_in - pump_kw.max(0.0) / cw.max(1e-9);
         let span = t_pool - t_in;
-        let eps = (t_out - t_in) / span;
-        if !(q >= 0.05 && span >= 1.0 && (0.05..0.995).contains(&eps)) {
+        let eps = rise / span;
+        if !(q >= 0.05 && span >= 1.0 && rise >= TANK_MIN_RISE_K && (0.05..0.995).contains(&eps)) {
             return;
         }
-        let r = 1.0 / (-(1.0 - eps).ln() * skid_cw_kw_k(flow_lpm));
+        let r = 1.0 / (-(1.0 - eps).ln() * cw);
         let xf = q.powf(-0.8);
         // Referred to design flow (x = 1): along the slope where it is known, else as if all of
         // it were on the water side.
@@ -559,13 +614,23 @@ impl TankModel {
         };
         // One tick's reading scatters by several per cent (sensor noise on a few kelvin): a
         // running mean over about 20 ticks.
-        side.r_design = Some(side.r_design.map_or(r_d, |r0| r0 + TANK_R_EWMA * (r_d - r0)));
+        match side.r_design {
+            Some(r0) => {
+                side.r_design = Some(r0 + TANK_R_EWMA * (r_d - r0));
+                side.x_ref += TANK_R_EWMA * (xf - side.x_ref);
+            }
+            None => {
+                side.r_design = Some(r_d);
+                side.x_ref = xf;
+            }
+        }
         let s = &mut self.sums;
         s[0] += 1.0;
         s[1] += xf;
         s[2] += r;
         s[3] += xf * xf;
         s[4] += xf * r;
+        s[5] += r * r;
         self.x_seen = (self.x_seen.0.min(xf), self.x_seen.1.max(xf));
     }
 
@@ -574,24 +639,36 @@ impl TankModel {
         self.tanks.iter().flatten().all(|t| t.r_design.is_some())
     }
 
-    /// The pooled slope of `1/UA` against `q^−0.8`, where the flows seen span enough to tell it.
+    /// The pooled slope of `1/UA` against `q^−0.8`, where the flows seen span enough to tell it
+    /// and it is positive with a standard error under a fifth of itself.
     fn slope(&self) -> Option<f64> {
-        let [n, sx, sy, sxx, sxy] = self.sums;
+        let [n, sx, sy, sxx, sxy, syy] = self.sums;
         if n < TANK_SLOPE_MIN_N || self.x_seen.1 - self.x_seen.0 < TANK_SLOPE_MIN_SPAN {
             return None;
         }
-        let var = sxx - sx * sx / n;
-        (var > 0.0).then(|| (sxy - sx * sy / n) / var).filter(|b| b.is_finite())
+        let (vx, cxy, vy) = (sxx - sx * sx / n, sxy - sx * sy / n, syy - sy * sy / n);
+        if vx.is_nan() || vx <= 0.0 {
+            return None;
+        }
+        let b = cxy / vx;
+        let se = ((vy - b * cxy).max(0.0) / (n - 2.0) / vx).sqrt();
+        (b.is_finite() && b > 0.0 && se <= TANK_SLOPE_MAX_REL_SE * b).then_some(b)
     }
 
     /// Pool temperature of the tank on CDU `c` with condenser water at `supply_c`, flow `q`
     /// (fraction of design `flow_design_lpm`) and `heat_kw` into the pool, °C (None: not a
     /// tank, or not measured yet).
     fn pool_c(&self, c: usize, supply_c: f64, q: f64, flow_design_lpm: f64, heat_kw: f64) -> Option<f64> {
-        let r_d = self.tanks.get(c).copied().flatten()?.r_design?;
-        // All of the resistance on the water side is the most a fall in flow can cost.
-        let b = self.slope().map_or(r_d, |b| b.clamp(0.0, r_d));
-        let r = (r_d + b * (q.max(0.05).powf(-0.8) - 1.0)).max(1e-6);
+        let side = self.tanks.get(c).copied().flatten()?;
+        let r_d = side.r_design?;
+        let x = q.max(0.05).powf(-0.8);
+        let r = match self.slope() {
+            Some(b) => r_d + b.clamp(0.0, r_d) * (x - 1.0),
+            // All of the resistance on the water side when the flow falls below the flow
+            // measured at, nothing gained when it rises above it.
+            None => r_d * x.max(side.x_ref),
+        }
+        .max(1e-6);
         let cw = skid_cw_kw_k(q.max(0.05) * flow_design_lpm);
         let eps = 1.0 - (-1.0 / (r * cw)).exp();
         Some(supply_c + heat_kw.max(0.0) / (eps * cw).max(1e-9))
@@ -700,7 +777,7 @@ impl Coordinated {
         let m = input.image;
         b.twin.update(m);
         if let Some(t) = b.tanks.as_mut() {
-            t.observe(m, input.limits);
+            t.observe(m, input.limits, now, self.params.stale_s);
         }
         if m.meter.it_power_kw.quality == Quality::Good {
             b.load.push(now, m.meter.it_power_kw.value);
@@ -895,18 +972,19 @@ impl Coordinated {
                     (Some(p_now), Some(p_new), Some(p_tdp)) if pool_meas.is_finite() => {
                         let tb = side.t_boil_c;
                         let excess = p_tdp - side.t_limit_c;
-                        if excess > tank_excess_k {
+                        // A NaN excess is the worst, not skipped.
+                        if excess.is_nan() || excess > tank_excess_k {
                             (tank_excess_k, tank_pool_c, tank_limit_kpa) = (excess, p_tdp, side.p_limit_kpa);
                         }
                         (
                             p_new.max(tb) - p_now.max(tb),
                             0.0,
-                            Some(p_tdp.max(tb) - pool_meas.max(tb)),
+                            Some((p_tdp.max(tb) - pool_meas.max(tb), side)),
                         )
                     }
                     _ => {
                         tank_excess_k = f64::INFINITY;
-                        (0.0, 0.0, Some(0.0))
+                        (0.0, 0.0, Some((0.0, side)))
                     }
                 }
             } else {
@@ -930,8 +1008,11 @@ impl Coordinated {
                     continue;
                 }
                 let t1 = t + dsup + p * dflow;
-                if let Some(d) = d_tdp {
-                    at_tdp = at_tdp.max(t + d);
+                if let Some((d, side)) = d_tdp {
+                    // At TDP: the pool at design heat, the package and the boiling superheat at
+                    // TDP instead of today's power.
+                    let to_tdp = side.r_pkg_k_w * (b.tdp_w - p) + side.superheat_k(b.tdp_w) - side.superheat_k(p);
+                    at_tdp = at_tdp.max(t + d + to_tdp.max(0.0));
                 }
                 let (a0, _) = b.gpu.power_and_speed(t, u, cap);
                 let (a1, s1) = b.gpu.power_and_speed(t1, u, cap);
@@ -973,7 +1054,16 @@ impl Coordinated {
         // Approach the CDU heat exchangers need at today's load.
         let gap = (0..nc)
             .map(|c| {
-                let load = m.cdus[c].heat_kw.value.max(0.0) / b.design_load_kw[c].max(1.0);
+                // A tank's skid must hold its supply at design heat (the pressure check assumes it).
+                let is_tank = b
+                    .tanks
+                    .as_ref()
+                    .is_some_and(|t| t.tanks.get(c).is_some_and(Option::is_some));
+                let load = if is_tank {
+                    1.0
+                } else {
+                    m.cdus[c].heat_kw.value.max(0.0) / b.design_load_kw[c].max(1.0)
+                };
                 b.approach_k[c] * load.min(1.5) + p.facility_gap_margin_k
             })
             .fold(2.0f64, f64::max);
@@ -1009,7 +1099,7 @@ impl Coordinated {
         let (seen_lo, seen_hi) = b.fac_seen.unwrap_or((f_lo, f_hi));
         // Tanks: colder condenser water is what lets the skids' flow fall (the dies sit on the
         // boiling pool, not on the water), so the range reaches further down and the flows lower.
-        let has_tanks = b.tanks.is_some();
+        let has_tanks = b.tanks.as_ref().is_some_and(TankModel::all_tanks);
         let below_k = if has_tanks {
             p.tank_supply_below_design_k
         } else {
@@ -1053,6 +1143,26 @@ impl Coordinated {
         let (rej_fit, dtf_fit, pump_fit) = (cm.rej_fit.as_ref()?, cm.dtf_fit.as_ref()?, cm.pump_fit.as_ref()?);
         // Anchored at the setpoints in force, so that keeping them predicts what is measured.
         let (s_keep, f_keep) = (keep_sp.cdu_supply_c, keep_sp.facility_supply_c);
+        // A tank already above the pressure the plan allows at design heat, at today's load: the
+        // condenser model reads too cold (a sensor's offset, fouling it has not caught up with).
+        // The setpoints in force are not kept, and only colder condenser water or more flow is
+        // tried until the pressure is back.
+        let tank_over: Option<(usize, f64, f64)> = b.tanks.as_ref().and_then(|tm| {
+            tm.tanks.iter().enumerate().find_map(|(c, side)| {
+                let side = (*side)?;
+                let pr = m.cdus.get(c)?.tank?.pressure_gauge_kpa;
+                (pr.quality != Quality::Bad && pr.value.is_finite() && pr.value > side.p_limit_kpa).then_some((
+                    c,
+                    pr.value,
+                    side.p_limit_kpa,
+                ))
+            })
+        });
+        let relieves = |s: f64, q: f64| {
+            s <= s_keep + 1e-9
+                && q >= keep_sp.cdu_flow_frac - 1e-9
+                && (s < s_keep - 0.5 || q > keep_sp.cdu_flow_frac + 0.05)
+        };
         let rej_base = rej_fit.predict(&rejection_features(it_now, db, wb, f_keep));
         let dtf_base = dtf_fit.predict(&[s_keep - f_keep, rise_now]).max(0.5);
         // The facility plant is not reaching its setpoint (at capacity): ask for nothing colder.
@@ -1193,8 +1303,11 @@ impl Coordinated {
                 if gs.at_tdp > slow - p.margin_tdp_k {
                     tdp_refused += 1;
                 }
-                if gs.tank_excess_k > 0.0 {
+                if gs.tank_excess_k > -p.tank_margin_k {
                     tank_refused += 1;
+                }
+                if tank_over.is_some() && !relieves(s, q) {
+                    continue;
                 }
                 if !feasible_move(&gs) {
                     continue;
@@ -1250,8 +1363,10 @@ impl Coordinated {
         }
         let mut reasons = Vec::new();
         reasons.extend(refit_note);
-        let keep_ok =
-            keep.is_some() && feasible(&keep_gs) && keep_sp.facility_supply_c <= keep_sp.cdu_supply_c - gap + 0.5;
+        let keep_ok = tank_over.is_none()
+            && keep.is_some()
+            && feasible(&keep_gs)
+            && keep_sp.facility_supply_c <= keep_sp.cdu_supply_c - gap + 0.5;
         let (chosen, pred) = match (best, keep) {
             (Some((sp, pred, score, writes)), Some(k))
                 if keep_ok && !first_plan && score >= k.kwh_per_gpu_h * (1.0 - p.min_gain) =>
@@ -1292,7 +1407,7 @@ impl Coordinated {
                         (pred.kwh_per_gpu_h / k.kwh_per_gpu_h - 1.0) * 100.0
                     ));
                     if !keep_ok {
-                        reasons.push("the setpoints in force break a limit the plan keeps (hottest-GPU margin or facility approach): moving".into());
+                        reasons.push("the setpoints in force break a limit the plan keeps (hottest-GPU margin, facility approach or a tank's pressure): moving".into());
                     }
                 } else {
                     reasons.push(format!(
@@ -1353,14 +1468,20 @@ impl Coordinated {
                 (*s - chosen.cdu_supply_c - 1.0).abs() < 1e-9 && (*q - chosen.cdu_flow_frac).abs() < 1e-9
             });
             let mut parts = Vec::new();
-            for (what, nb) in [("less flow", colder_flow), ("1 K warmer CDU water", warmer)] {
+            let warmer_what = if has_tanks {
+                "1 K warmer condenser water"
+            } else {
+                "1 K warmer CDU water"
+            };
+            for (what, nb) in [("less flow", colder_flow), (warmer_what, warmer)] {
                 match nb {
-                    Some((_, _, gs)) if gs.tank_excess_k > 0.0 => parts.push(if gs.tank_excess_k.is_finite() {
+                    Some((_, _, gs)) if gs.tank_excess_k > -p.tank_margin_k => parts.push(if gs.tank_excess_k.is_finite() {
                         format!(
-                            "{what} would let a tank at its design heat reach a {:.1} °C pool (limit {:.1} °C: {:.1} kPa above atmospheric)",
+                            "{what} would let a tank at its design heat reach a {:.1} °C pool (limit {:.1} °C: {:.1} kPa above atmospheric; a move keeps {:.1} K below it)",
                             gs.tank_pool_c,
                             gs.tank_pool_c - gs.tank_excess_k,
-                            gs.tank_limit_kpa
+                            gs.tank_limit_kpa,
+                            p.tank_margin_k
                         )
                     } else {
                         format!("{what}: a tank's pool cannot be predicted (its condenser is not measured)")
@@ -1418,6 +1539,11 @@ impl Coordinated {
                 } else {
                     "the air model is not fitted yet (it is refitted with the twin, every six hours)".to_string()
                 }
+            ));
+        }
+        if let Some((c, pr, lim)) = tank_over {
+            reasons.push(format!(
+                "tank {c} is at {pr:.1} kPa above atmospheric at today's load, above the {lim:.1} kPa the plan allows at design heat: the condenser model reads it too cold, so only colder condenser water or more flow is tried until the pressure is back"
             ));
         }
         if chiller_running && !fac_short {
@@ -1721,58 +1847,71 @@ mod tests {
 
     /// The tanks' condenser model, fed skid readings made by the plant's own law (ε-NTU with the
     /// condensing side at the pool temperature; 40 % of the resistance on the water side, as on
-    /// `supernode-2pic`): from one flow it errs warm at a lower flow (as if all the resistance
-    /// were on the water side), never cold; once the flow has varied it learns the water-side
-    /// slope and predicts the pool at another flow and supply within 0.1 K. Readings that are
-    /// no exchange are skipped.
+    /// `supernode-2pic`; the skid pump's heat in the water): from one flow it errs warm at a
+    /// lower flow (as if all the resistance were on the water side) and at a higher one (as if
+    /// more flow gained nothing), never cold; once the flow has varied it learns the water-side
+    /// slope and predicts the pool at another flow and supply within 0.1 K. Readings that are no
+    /// exchange are skipped.
     #[test]
     fn the_tank_condenser_model_learns_the_coil_and_errs_warm_until_the_flow_has_varied() {
         let site = builtin_site("supernode-2pic").unwrap();
         let topo = Topology::new(&site);
         let l = PlantLimits::from_site(&site, &topo);
         let fd = l.cdus[0].flow_design_lpm;
-        let (r_c, r_w) = (0.6 / 18.0, 0.4 / 18.0);
+        let (r_c, r_w, pump_kw) = (0.6 / 18.0, 0.4 / 18.0, 0.45);
         // (pool, water out) for condenser water in at `s`, flow fraction `q`, `heat` kW.
         let truth = |s: f64, q: f64, heat: f64| {
             let cw = skid_cw_kw_k(q * fd);
             let eps = 1.0 - (-1.0 / ((r_c + r_w * q.powf(-0.8)) * cw)).exp();
-            (s + heat / (eps * cw), s + heat / cw)
+            (s + heat / (eps * cw), s + (heat + pump_kw) / cw)
         };
         let mut tm = TankModel::bind(&site, &topo, 0.2).expect("tanks");
+        assert!(tm.all_tanks());
         let side = tm.tanks[0].expect("CDU 0 is a tank's skid");
         // Novec 649 boils at 49 °C; 2 kPa above atmospheric is about 0.6 K more.
         assert_eq!(side.t_boil_c, 49.0);
         assert!(side.t_limit_c > 49.3 && side.t_limit_c < 50.0, "{}", side.t_limit_c);
+        // The boiling curve through its reference point, rising with power.
+        assert!((side.superheat_k(side.sh_ref_w) - side.sh_ref_k).abs() < 1e-9);
+        assert!(side.superheat_k(100.0) > side.superheat_k(50.0));
         assert!(!tm.ready() && tm.pool_c(0, 38.0, 1.0, fd, 72.0).is_none());
-        // Not an exchange: no flow, a pool at the water's temperature, water out above the pool.
-        tm.push(0, 38.0, 39.0, 45.0, 0.0, fd);
-        tm.push(0, 38.0, 38.2, 38.5, fd, fd);
-        tm.push(0, 38.0, 46.0, 45.0, fd, fd);
-        assert!(!tm.ready());
+        // Not an exchange: no flow, a pool at the water's temperature, water out above the pool,
+        // a rise of a kelvin (sensor offsets would dominate).
+        tm.push(0, 38.0, 39.0, 45.0, 0.0, fd, pump_kw);
+        tm.push(0, 38.0, 38.2, 38.5, fd, fd, pump_kw);
+        tm.push(0, 38.0, 46.0, 45.0, fd, fd, pump_kw);
+        tm.push(0, 38.0, 39.0, 48.0, fd, fd, pump_kw);
+        assert!(tm.tanks[0].unwrap().r_design.is_none() && tm.sums[0] == 0.0);
+        // Every tank at 80 % flow.
         for c in 0..topo.cdus.len() {
-            let (pool, out) = truth(38.0, 1.0, 60.0);
-            tm.push(c, 38.0, out, pool, fd, fd);
+            let (pool, out) = truth(36.0, 0.8, 60.0);
+            tm.push(c, 36.0, out, pool, 0.8 * fd, fd, pump_kw);
         }
         assert!(tm.ready() && tm.slope().is_none());
         // At the flow seen, the pool at another supply and heat is exact.
-        let at_design = tm.pool_c(0, 36.0, 1.0, fd, 72.0).unwrap();
-        assert!((at_design - truth(36.0, 1.0, 72.0).0).abs() < 0.01, "{at_design}");
-        // At 60 % flow: warm, not cold, and not by much.
-        let want = truth(32.0, 0.6, 72.0).0;
-        let warm = tm.pool_c(0, 32.0, 0.6, fd, 72.0).unwrap();
-        assert!(warm > want + 0.1 && warm < want + 1.5, "{warm} vs {want}");
+        let same = tm.pool_c(0, 34.0, 0.8, fd, 72.0).unwrap();
+        assert!((same - truth(34.0, 0.8, 72.0).0).abs() < 0.01, "{same}");
+        // At 60 % flow and at design flow: warm, not cold, and not by much.
+        for q in [0.6, 1.0] {
+            let want = truth(32.0, q, 72.0).0;
+            let warm = tm.pool_c(0, 32.0, q, fd, 72.0).unwrap();
+            assert!(warm > want + 0.05 && warm < want + 1.5, "at {q}: {warm} vs {want}");
+        }
         // Readings at 70–110 % flow: the slope is learned and the prediction comes true.
         for k in 0..100 {
             let q = [0.7, 0.8, 0.9, 1.0, 1.1][k % 5];
             for c in 0..topo.cdus.len() {
                 let (pool, out) = truth(35.0, q, 60.0);
-                tm.push(c, 35.0, out, pool, q * fd, fd);
+                tm.push(c, 35.0, out, pool, q * fd, fd, pump_kw);
             }
         }
         let b = tm.slope().expect("slope once the flow has varied");
         assert!((b - r_w).abs() < 0.02 * r_w, "{b} vs {r_w}");
-        let got = tm.pool_c(0, 32.0, 0.6, fd, 72.0).unwrap();
-        assert!((got - want).abs() < 0.1, "{got} vs {want}");
+        for q in [0.6, 1.0] {
+            let want = truth(32.0, q, 72.0).0;
+            let got = tm.pool_c(0, 32.0, q, fd, 72.0).unwrap();
+            assert!((got - want).abs() < 0.1, "at {q}: {got} vs {want}");
+        }
     }
 
     #[test]
