@@ -449,7 +449,8 @@ impl CoolingModel {
 /// The condensers of two-phase immersion tanks as the policy learns them from each skid's
 /// meters and its tank's pool temperature (the vapour side condenses at the pool temperature,
 /// so the coil is an exchanger with one isothermal side):
-/// `ε = (T_return − T_supply) / (T_pool − T_supply)`, `UA = −ln(1 − ε)·ṁc_p` each slow tick,
+/// `ε = (T_return − T_supply − P_pump/ṁc_p) / (T_pool − T_supply)` (the skid pump's heat is in
+/// the water's rise, not the condenser's), `UA = −ln(1 − ε)·ṁc_p` each slow tick,
 /// `1/UA = R_cond + R_water·q^−0.8` with `q` the flow as a fraction of design (the water-side
 /// film, Dittus–Boelter). A candidate's pool temperature is then
 /// `T_pool = T_supply + Q / (ε(q)·ṁc_p(q))`: above the fluid's boiling point the tank's
