@@ -760,6 +760,15 @@ impl Controller {
                 // The mode in force too, and its hold starts now (a restarted controller does not
                 // change the pads' state seconds after the one before it did).
                 if let Some(rb) = m.rejection_mode.filter(|_| l.adiabatic_assist) {
+                    if self.commanded.rejection[h] != rb {
+                        let msg = format!(
+                            "{}: heat-rejection mode in force read back ({}, was commanded {}): it is held from now",
+                            self.topo.halls[h].name,
+                            rb.name(),
+                            self.commanded.rejection[h].name()
+                        );
+                        self.event(now_s, Severity::Info, msg);
+                    }
                     self.commanded.rejection[h] = rb;
                 }
                 if now_s.is_finite() {
@@ -1741,6 +1750,24 @@ mod tests {
             wrote = wrote.or(c.tick(t, &img).facilities[0].rejection_mode);
         }
         assert_eq!(wrote, Some(RejectionMode::Adiabatic));
+
+        // A controller started while the pads run adopts the mode read back and says so; one
+        // that reads back what it would command stays quiet.
+        for (rb, said) in [(RejectionMode::Adiabatic, true), (RejectionMode::Auto, false)] {
+            let mut c = Controller::new(&site, Box::new(ModeScript(RejectionMode::Dry)), cfg);
+            let mut img = image(&topo, 0.0, 70.0);
+            img.facilities[0].rejection_mode = Some(rb);
+            c.tick(0.0, &img);
+            assert_eq!(c.setpoints().rejection_mode(0), rb);
+            let events = c.drain_events();
+            assert_eq!(
+                events.iter().any(|e| e
+                    .message
+                    .contains("heat-rejection mode in force read back (adiabatic, was commanded auto)")),
+                said,
+                "{rb:?}: {events:?}"
+            );
+        }
     }
 
     /// A policy whose fast loop asks for a cap on rack 0 (600 W) until `lift` is set, then TDP.

@@ -151,6 +151,23 @@ fn write_amortise_h(hold_h: f64, holding_h: f64, horizon_s: f64, cap_s: f64) -> 
     hold_h.max(holding_h).clamp(lo, (cap_s / 3600.0).max(lo))
 }
 
+/// Setpoints for a tank over its pressure when no relieving candidate passes the limits: the
+/// coldest condenser supply and fullest flow of the candidate ranges, but never warmer or less
+/// flow than the setpoints in force; the facility water an approach `gap` below that supply, never
+/// warmer than in force and not below `f_lo`; heat rejection auto.
+fn relief_setpoints(supplies: &[f64], flows: &[f64], keep: PlanSetpoints, gap: f64, f_lo: f64) -> PlanSetpoints {
+    let coldest = supplies.iter().copied().fold(f64::INFINITY, f64::min);
+    let fullest = flows.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let s = coldest.min(keep.cdu_supply_c);
+    let q = fullest.max(keep.cdu_flow_frac);
+    PlanSetpoints {
+        cdu_supply_c: s,
+        cdu_flow_frac: q,
+        facility_supply_c: (s - gap).floor().min(keep.facility_supply_c).max(f_lo),
+        rejection_mode: RejectionMode::Auto,
+    }
+}
+
 /// The running mean of holds after one of `held_h` hours ends: exponentially weighted (0.3 on
 /// the newest), starting from zero, so a few holds are needed before it counts them in full
 /// (each hold counted up to the cap).
@@ -654,6 +671,29 @@ impl TankModel {
         let b = cxy / vx;
         let se = ((vy - b * cxy).max(0.0) / (n - 2.0) / vx).sqrt();
         (b.is_finite() && b > 0.0 && se <= TANK_SLOPE_MAX_REL_SE * b).then_some(b)
+    }
+
+    /// The condenser model's state in an operator's words: whether the water-side slope is
+    /// known, and if not what it waits for and how the predictions err meanwhile.
+    fn describe(&self) -> String {
+        let n = self.sums[0];
+        // Flow fractions seen, from the span of q^−0.8.
+        let (q_lo, q_hi) = (self.x_seen.1.powf(-1.25), self.x_seen.0.powf(-1.25));
+        match self.slope() {
+            Some(b) => format!(
+                "condenser model: the water side's share is learned ({n:.0} readings at {:.0}–{:.0} % of design flow; slope {b:.4} K/kW per unit of (flow/design)^−0.8)",
+                q_lo * 100.0,
+                q_hi * 100.0
+            ),
+            None => format!(
+                "condenser model: the water side's share is not learned yet ({n:.0} readings at {}; it needs {TANK_SLOPE_MIN_N:.0} over a span of {TANK_SLOPE_MIN_SPAN:.2} in (flow/design)^−0.8 and a clear slope): pools are predicted warm, as if all of the coil's resistance were on the water side when the flow falls and nothing were gained when it rises",
+                if n > 0.0 {
+                    format!("{:.0}–{:.0} % of design flow", q_lo * 100.0, q_hi * 100.0)
+                } else {
+                    "no flow yet".to_string()
+                }
+            ),
+        }
     }
 
     /// Pool temperature of the tank on CDU `c` with condenser water at `supply_c`, flow `q`
@@ -1422,6 +1462,38 @@ impl Coordinated {
                 }
                 (sp, pred)
             }
+            (None, _) if tank_over.is_some() => {
+                // A tank over its pressure and no relieving candidate passes the limits (the
+                // coldest water and fullest flow tried may already be in force): never back to
+                // design, which may be warmer water at less flow; the most relieving setpoints.
+                let sp = relief_setpoints(&supplies, &flows, keep_sp, gap, f_lo);
+                let gs = Self::gpu_side(
+                    b,
+                    model,
+                    topo,
+                    l,
+                    m,
+                    &sup_now,
+                    &q_now,
+                    sp.cdu_supply_c,
+                    sp.cdu_flow_frac,
+                );
+                let pred = evaluate(
+                    &gs,
+                    sp.cdu_supply_c,
+                    sp.cdu_flow_frac,
+                    sp.facility_supply_c,
+                    sp.rejection_mode,
+                )
+                .or(keep)
+                .unwrap_or_default();
+                reasons.push(format!(
+                    "no candidate that relieves the tank's pressure passes the limits: the coldest condenser water and fullest flow in range ({:.0} °C, {:.0} % of design), never warmer or less than in force, heat rejection auto",
+                    sp.cdu_supply_c,
+                    sp.cdu_flow_frac * 100.0
+                ));
+                (sp, pred)
+            }
             (None, _) => {
                 // Nothing passes the limits: design setpoints, the commissioned safe point.
                 let d = l.design_setpoints();
@@ -1521,6 +1593,9 @@ impl Coordinated {
                 "{n} condenser-water candidates, {tank_refused} refused because a tank at its design heat would run its pool above the {:.0} % of relief pressure allowed",
                 p.tank_pressure_frac * 100.0
             ));
+        }
+        if let Some(tm) = b.tanks.as_ref().filter(|_| has_tanks) {
+            reasons.push(tm.describe());
         }
         if implausible > 0 {
             reasons.push(format!(
@@ -1765,6 +1840,42 @@ mod tests {
     }
 
     #[test]
+    fn an_over_pressure_with_nothing_relieving_holds_the_coldest_water_and_fullest_flow() {
+        let supplies: Vec<f64> = (26..=41).map(f64::from).collect();
+        let flows = [0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.1];
+        let sp = |s: f64, q: f64, fac: f64| PlanSetpoints {
+            cdu_supply_c: s,
+            cdu_flow_frac: q,
+            facility_supply_c: fac,
+            rejection_mode: RejectionMode::Dry,
+        };
+        // Already at the coldest and fullest: held there (design would be 38 °C at 100 %).
+        let r = relief_setpoints(&supplies, &flows, sp(26.0, 1.1, 22.0), 3.0, 15.0);
+        assert_eq!(
+            (r.cdu_supply_c, r.cdu_flow_frac, r.facility_supply_c),
+            (26.0, 1.1, 22.0)
+        );
+        assert_eq!(r.rejection_mode, RejectionMode::Auto);
+        // Warm water at low flow: the coldest and fullest of the ranges, facility water an
+        // approach below the supply.
+        let r = relief_setpoints(&supplies, &flows, sp(37.0, 0.5, 33.0), 3.0, 15.0);
+        assert_eq!(
+            (r.cdu_supply_c, r.cdu_flow_frac, r.facility_supply_c),
+            (26.0, 1.1, 23.0)
+        );
+        // In force colder or fuller than the ranges (an operator's or the guard's): never warmer
+        // nor less; the facility water not below its own minimum.
+        let r = relief_setpoints(&supplies, &flows, sp(24.0, 1.2, 21.0), 3.0, 21.5);
+        assert_eq!(
+            (r.cdu_supply_c, r.cdu_flow_frac, r.facility_supply_c),
+            (24.0, 1.2, 21.5)
+        );
+        // No supply candidate at all: the supply in force.
+        let r = relief_setpoints(&[], &flows, sp(30.0, 0.8, 26.0), 3.0, 15.0);
+        assert_eq!((r.cdu_supply_c, r.cdu_flow_frac), (30.0, 1.1));
+    }
+
+    #[test]
     fn writes_are_charged_over_the_hours_setpoints_stand() {
         let (hor, cap) = (3600.0, 4.0 * 3600.0);
         // Moving at every plan (15-minute holds): the charge stays spread over the horizon.
@@ -1889,6 +2000,11 @@ mod tests {
             tm.push(c, 36.0, out, pool, 0.8 * fd, fd, pump_kw);
         }
         assert!(tm.ready() && tm.slope().is_none());
+        let said = tm.describe();
+        assert!(
+            said.contains("not learned yet") && said.contains("80–80 % of design flow"),
+            "{said}"
+        );
         // At the flow seen, the pool at another supply and heat is exact.
         let same = tm.pool_c(0, 34.0, 0.8, fd, 72.0).unwrap();
         assert!((same - truth(34.0, 0.8, 72.0).0).abs() < 0.01, "{same}");
@@ -1908,6 +2024,11 @@ mod tests {
         }
         let b = tm.slope().expect("slope once the flow has varied");
         assert!((b - r_w).abs() < 0.02 * r_w, "{b} vs {r_w}");
+        let said = tm.describe();
+        assert!(
+            said.contains("is learned") && said.contains("70–110 % of design flow"),
+            "{said}"
+        );
         for q in [0.6, 1.0] {
             let want = truth(32.0, q, 72.0).0;
             let got = tm.pool_c(0, 32.0, q, fd, 72.0).unwrap();
