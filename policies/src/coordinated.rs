@@ -45,7 +45,7 @@ use coolplane_core::site::{GpuModel, Site};
 use coolplane_core::topology::Topology;
 use coolplane_twin::forecast::{Exogenous, Forecaster, LoadHistory};
 use coolplane_twin::regress::{LinearFit, Samples};
-use coolplane_twin::whatif::{facility_features, FacilityModel, HallModel, N_FAC};
+use coolplane_twin::whatif::{assist_on_fraction, facility_features, FacilityModel, HallModel, N_FAC};
 use coolplane_twin::{Nameplate, Twin, TwinConfig};
 use serde::{Deserialize, Serialize};
 
@@ -1212,7 +1212,7 @@ impl Coordinated {
         // staged equipment predicts least well; ask for nothing colder while it runs.
         let chiller_running = m.facilities.iter().any(|f| f.chiller_on);
         let pump_base = pump_fit.predict(&pump_features(flow_now));
-        let other_base = model.facility_kw(it_now, db, wb, f_keep)?.1;
+        let other_base = model.facility_kw(it_now, db, wb, f_keep, assist_on_fraction(m))?.1;
         let cooling_now = cdu_pumps_now + rej_now + pump_now;
         let cdu_pumps_base: f64 = (0..nc).map(|c| model.cdu_pump_kw(c, q_now[c])).sum();
         let (flow_lo, flow_hi) = cm.flow_seen;
@@ -1260,7 +1260,7 @@ impl Coordinated {
             // The rest of the overhead (electrical losses, air-handler fans, electrical-room
             // cooling, misc) follows the IT load; its learned dependence on the facility water
             // temperature is not physical (it comes from the weather), so it is held at today's.
-            let other = other_now + model.facility_kw(it, db, wb, f_keep)?.1 - other_base;
+            let other = other_now + model.facility_kw(it, db, wb, f_keep, assist_on_fraction(m))?.1 - other_base;
             let cooling = cdu_pumps + rej + pump;
             let facility = it + cooling + other;
             let work = gs.work.max(1e-9);
@@ -1768,10 +1768,11 @@ impl Policy for Coordinated {
             .collect();
         let mut cooling = CoolingModel::new();
         cooling.assist_eff = (!effs.is_empty()).then(|| effs.iter().sum::<f64>() / effs.len() as f64);
+        let fac = FacilityModel::with_assist_effectiveness(cooling.assist_eff.unwrap_or(0.0));
         self.bound = Some(Box::new(Bound {
             cooling,
             twin: Twin::new(np, TwinConfig::default()),
-            fac: FacilityModel::default(),
+            fac,
             model: None,
             last_fit_s: f64::NEG_INFINITY,
             gpu: site.gpu.clone(),

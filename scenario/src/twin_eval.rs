@@ -387,7 +387,7 @@ fn simulate(
             // Facility power predicted from IT, weather, setpoints and the calibrated pump curve.
             let pred =
                 coolplane_twin::whatif::facility_inputs(m).and_then(|[it, db, wb, sp, rest_m, pumps_m, fac_m]| {
-                    let (rest, other) = fac.predict(it, db, wb, sp)?;
+                    let (rest, other) = fac.predict(it, db, wb, sp, coolplane_twin::whatif::assist_on_fraction(m))?;
                     tr.parts[0] += rest;
                     tr.parts[1] += rest_m;
                     tr.parts[2] += other;
@@ -555,7 +555,34 @@ pub fn eval(
         vec![],
         base,
     )?;
-    let train = simulate(&train_sc, FacilityModel::default(), true, None, o.seed, o.runtime_error)?;
+    // The heat-rejection model learns against the coils' air: the pads' nameplate effectiveness
+    // (the mean over halls that have them).
+    let effs: Vec<f64> = train_sc
+        .site
+        .halls
+        .iter()
+        .filter_map(|h| {
+            h.facility
+                .dry_coolers
+                .as_ref()?
+                .adiabatic
+                .as_ref()
+                .map(|a| a.effectiveness)
+        })
+        .collect();
+    let eff = if effs.is_empty() {
+        0.0
+    } else {
+        effs.iter().sum::<f64>() / effs.len() as f64
+    };
+    let train = simulate(
+        &train_sc,
+        FacilityModel::with_assist_effectiveness(eff),
+        true,
+        None,
+        o.seed,
+        o.runtime_error,
+    )?;
     let mut fac = train.fac;
     fac.fit().map_err(|e| EvalError::Fit(format!("facility model: {e}")))?;
     let dt = o.step_s;
@@ -787,6 +814,7 @@ pub fn eval(
             rack_gpu_max_c: vec![70.0; test.twin.nameplate().topo.racks.len()],
             dry_bulb_c: 25.0,
             wet_bulb_c: 20.0,
+            assist_on_frac: 0.0,
         };
         st.rack_it_kw.iter_mut().for_each(|v| {
             if !v.is_finite() {

@@ -38,11 +38,34 @@ pub fn facility_features(it_kw: f64, dry_bulb_c: f64, wet_bulb_c: f64, fac_setpo
     ]
 }
 
+/// Share of the halls whose adiabatic assist runs, 0–1.
+pub fn assist_on_fraction(m: &Measurements) -> f64 {
+    let n = m.facilities.len();
+    if n == 0 {
+        return 0.0;
+    }
+    m.facilities.iter().filter(|f| f.adiabatic_on).count() as f64 / n as f64
+}
+
+/// The air entering the dry coolers' coils, °C: the outdoor dry-bulb, pre-cooled towards the
+/// wet-bulb by the pads' effectiveness `eff` on the share `on_frac` of the halls whose assist runs.
+pub fn coil_air_c(dry_bulb_c: f64, wet_bulb_c: f64, eff: f64, on_frac: f64) -> f64 {
+    dry_bulb_c - on_frac.clamp(0.0, 1.0) * eff.clamp(0.0, 1.0) * (dry_bulb_c - wet_bulb_c).max(0.0)
+}
+
 /// Learns the facility side from the meters.
+///
+/// The heat rejection (fans, facility pumps, chillers) is learned against the air that enters
+/// the coils, not the outdoor dry-bulb: with the adiabatic assist on, the pads pre-cool it towards
+/// the wet-bulb by their nameplate effectiveness ([`FacilityModel::with_assist_effectiveness`]),
+/// so that hours with and without the assist, and a climate where it runs all the time, fall on
+/// one curve. The rest of the overhead is learned against the outdoor air.
 #[derive(Debug, Clone)]
 pub struct FacilityModel {
     cooling: Samples,
     other: Samples,
+    /// The pads' saturation effectiveness (0: no adiabatic assist, the coil air is the dry-bulb).
+    pub assist_eff: f64,
     /// Fit of heat-rejection fans + facility pumps + chiller, kW.
     pub cooling_fit: Option<LinearFit>,
     /// Fit of facility − IT − all metered cooling, kW.
@@ -54,6 +77,7 @@ impl Default for FacilityModel {
         Self {
             cooling: Samples::new(N_FAC, 50_000),
             other: Samples::new(N_FAC, 50_000),
+            assist_eff: 0.0,
             cooling_fit: None,
             other_fit: None,
         }
@@ -100,12 +124,21 @@ pub fn facility_inputs(m: &Measurements) -> Option<[f64; 7]> {
 }
 
 impl FacilityModel {
+    /// A model for a site whose dry coolers have adiabatic pads of effectiveness `eff`.
+    pub fn with_assist_effectiveness(eff: f64) -> Self {
+        Self {
+            assist_eff: if eff.is_finite() { eff.clamp(0.0, 1.0) } else { 0.0 },
+            ..Self::default()
+        }
+    }
+
     /// Add one snapshot.
     pub fn observe(&mut self, m: &Measurements) {
         if let Some([it, db, wb, sp, rest, pumps, fac]) = facility_inputs(m) {
-            let x = facility_features(it, db, wb, sp);
-            self.cooling.push(&x, rest);
-            self.other.push(&x, fac - it - rest - pumps);
+            let air = coil_air_c(db, wb, self.assist_eff, assist_on_fraction(m));
+            self.cooling.push(&facility_features(it, air, wb, sp), rest);
+            self.other
+                .push(&facility_features(it, db, wb, sp), fac - it - rest - pumps);
         }
     }
     /// Fit both models.
@@ -114,12 +147,16 @@ impl FacilityModel {
         self.other_fit = Some(self.other.fit(1e-4)?);
         Ok(())
     }
-    /// (rest-of-cooling kW, other overhead kW) predicted.
-    pub fn predict(&self, it_kw: f64, db: f64, wb: f64, sp: f64) -> Option<(f64, f64)> {
-        let x = facility_features(it_kw, db, wb, sp);
+    /// (rest-of-cooling kW, other overhead kW) predicted, with the adiabatic assist running in
+    /// the share `assist_on_frac` of the halls.
+    pub fn predict(&self, it_kw: f64, db: f64, wb: f64, sp: f64, assist_on_frac: f64) -> Option<(f64, f64)> {
+        let air = coil_air_c(db, wb, self.assist_eff, assist_on_frac);
         Some((
-            self.cooling_fit.as_ref()?.predict(&x).max(0.0),
-            self.other_fit.as_ref()?.predict(&x),
+            self.cooling_fit
+                .as_ref()?
+                .predict(&facility_features(it_kw, air, wb, sp))
+                .max(0.0),
+            self.other_fit.as_ref()?.predict(&facility_features(it_kw, db, wb, sp)),
         ))
     }
 }
@@ -157,6 +194,9 @@ pub struct HallState {
     pub dry_bulb_c: f64,
     /// Outdoor wet-bulb, °C.
     pub wet_bulb_c: f64,
+    /// Share of the halls whose adiabatic assist runs, 0–1.
+    #[serde(default)]
+    pub assist_on_frac: f64,
 }
 
 /// What a candidate leads to.
@@ -182,6 +222,8 @@ pub struct HallModel {
     rack_design_flow: Vec<f64>,
     cdu_pump_kw: Vec<[f64; 2]>,
     fac: Option<(LinearFit, LinearFit)>,
+    /// The facility model's pads' effectiveness (the coil air of its heat-rejection fit).
+    assist_eff: f64,
     /// Time constant of the CDU supply's approach to a new setpoint, s.
     pub supply_tau_s: f64,
     /// Share of rack IT power drawn by the GPUs (nameplate-level assumption for caps).
@@ -289,6 +331,7 @@ impl HallModel {
                 (Some(a), Some(b)) => Some((a.clone(), b.clone())),
                 _ => None,
             },
+            assist_eff: fac.assist_eff,
             supply_tau_s: 300.0,
             gpu_share: 0.8,
         }
@@ -316,13 +359,24 @@ impl HallModel {
         (p[0] + p[1] * flow_frac.powi(3)).max(0.0)
     }
 
-    /// Facility side at an IT load, outdoor conditions and facility supply setpoint: (heat
-    /// rejection + facility pumps + chillers kW, the rest of the overhead kW); `None` before the
-    /// facility models are fitted.
-    pub fn facility_kw(&self, it_kw: f64, dry_bulb_c: f64, wet_bulb_c: f64, fac_setpoint_c: f64) -> Option<(f64, f64)> {
+    /// Facility side at an IT load, outdoor conditions, facility supply setpoint and the share
+    /// of halls whose adiabatic assist runs: (heat rejection + facility pumps + chillers kW, the
+    /// rest of the overhead kW); `None` before the facility models are fitted.
+    pub fn facility_kw(
+        &self,
+        it_kw: f64,
+        dry_bulb_c: f64,
+        wet_bulb_c: f64,
+        fac_setpoint_c: f64,
+        assist_on_frac: f64,
+    ) -> Option<(f64, f64)> {
         let (c, o) = self.fac.as_ref()?;
-        let x = facility_features(it_kw, dry_bulb_c, wet_bulb_c, fac_setpoint_c);
-        Some((c.predict(&x).max(0.0), o.predict(&x)))
+        let air = coil_air_c(dry_bulb_c, wet_bulb_c, self.assist_eff, assist_on_frac);
+        Some((
+            c.predict(&facility_features(it_kw, air, wet_bulb_c, fac_setpoint_c))
+                .max(0.0),
+            o.predict(&facility_features(it_kw, dry_bulb_c, wet_bulb_c, fac_setpoint_c)),
+        ))
     }
 
     /// Simulate `load_scale.len()` steps of `dt_s` (the load scale multiplies the present IT
@@ -394,8 +448,12 @@ impl HallModel {
             out.hottest_gpu_end_c = hot;
             let (rest, other) = match &self.fac {
                 Some((c, o)) => {
-                    let x = facility_features(it, st.dry_bulb_c, st.wet_bulb_c, cand.facility_supply_c);
-                    (c.predict(&x).max(0.0), o.predict(&x))
+                    let (db, wb, sp) = (st.dry_bulb_c, st.wet_bulb_c, cand.facility_supply_c);
+                    let air = coil_air_c(db, wb, self.assist_eff, st.assist_on_frac);
+                    (
+                        c.predict(&facility_features(it, air, wb, sp)).max(0.0),
+                        o.predict(&facility_features(it, db, wb, sp)),
+                    )
                 }
                 None => (f64::NAN, f64::NAN),
             };
@@ -454,6 +512,76 @@ pub fn hall_state(twin: &Twin, m: &Measurements) -> HallState {
             .collect(),
         dry_bulb_c: m.facilities.first().map_or(f64::NAN, |f| f.outdoor_dry_bulb_c.value),
         wet_bulb_c: m.facilities.first().map_or(f64::NAN, |f| f.outdoor_wet_bulb_c.value),
+        assist_on_frac: assist_on_fraction(m),
+    }
+}
+
+#[cfg(test)]
+mod facility_tests {
+    use super::{coil_air_c, FacilityModel};
+    use coolplane_core::signals::{FacilityMeasurement, Measurements, MeterMeasurement, Reading};
+
+    /// Fans + pumps + chillers as a dry cooler draws them: growing with the approach of the air
+    /// entering its coils to the facility setpoint.
+    fn law(it: f64, air: f64, sp: f64) -> f64 {
+        0.002 * it + 0.0005 * it * (air - sp + 10.0).max(0.0)
+    }
+
+    fn snap(it: f64, db: f64, wb: f64, sp: f64, on: bool) -> Measurements {
+        let air = coil_air_c(db, wb, 0.8, if on { 1.0 } else { 0.0 });
+        let rest = law(it, air, sp);
+        Measurements {
+            facilities: vec![FacilityMeasurement {
+                supply_setpoint_c: Reading::good(sp, 0.0),
+                fan_power_kw: Reading::good(rest, 0.0),
+                pump_power_kw: Reading::good(0.0, 0.0),
+                chiller_power_kw: Reading::good(0.0, 0.0),
+                outdoor_dry_bulb_c: Reading::good(db, 0.0),
+                outdoor_wet_bulb_c: Reading::good(wb, 0.0),
+                adiabatic_on: on,
+                ..Default::default()
+            }],
+            meter: MeterMeasurement {
+                it_power_kw: Reading::good(it, 0.0),
+                facility_power_kw: Reading::good(it * 1.03 + rest, 0.0),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    /// Trained on a temperate week (the pads on only in its hottest hours), tested in a hot and
+    /// humid one with the pads on all the time: against the coil air the model carries over;
+    /// against the outdoor dry-bulb (no pads known) it extrapolates.
+    #[test]
+    fn the_heat_rejection_model_learns_against_the_coil_air_and_carries_to_a_humid_climate() {
+        let mut coil = FacilityModel::with_assist_effectiveness(0.8);
+        let mut dry = FacilityModel::default();
+        for k in 0..2000 {
+            let it = 12_000.0 + 2_000.0 * ((k * 7 % 13) as f64 / 12.0);
+            let db = 10.0 + 20.0 * ((k * 5 % 17) as f64 / 16.0);
+            let wb = db - 6.0 - 2.0 * ((k % 3) as f64);
+            let m = snap(it, db, wb, 30.0 + (k % 4) as f64, db > 27.0);
+            coil.observe(&m);
+            dry.observe(&m);
+        }
+        coil.fit().unwrap();
+        dry.fit().unwrap();
+        let (mut e_coil, mut e_dry) = (0.0f64, 0.0f64);
+        for k in 0..50 {
+            let (it, db, wb, sp) = (13_000.0 + 10.0 * k as f64, 31.0 + 0.04 * k as f64, 26.5, 31.0);
+            let truth = law(it, coil_air_c(db, wb, 0.8, 1.0), sp);
+            e_coil = e_coil.max((coil.predict(it, db, wb, sp, 1.0).unwrap().0 - truth).abs());
+            e_dry = e_dry.max((dry.predict(it, db, wb, sp, 1.0).unwrap().0 - truth).abs());
+        }
+        assert!(e_coil < 1.0, "coil-air model off by {e_coil} kW");
+        assert!(
+            e_dry > 10.0 * e_coil.max(0.1),
+            "dry-bulb model off by {e_dry} kW (coil {e_coil})"
+        );
+        // The share of halls with the pads on moves the coil air; no pads, no change.
+        assert_eq!(coil_air_c(30.0, 20.0, 0.8, 0.5), 26.0);
+        assert_eq!(coil_air_c(30.0, 20.0, 0.0, 1.0), 30.0);
     }
 }
 
@@ -495,6 +623,7 @@ mod offset_free_tests {
             rack_design_flow: vec![100.0],
             cdu_pump_kw: vec![[0.0, 0.0]],
             fac: None,
+            assist_eff: 0.0,
             supply_tau_s: 1e-6,
             gpu_share: 0.8,
         }
@@ -509,6 +638,7 @@ mod offset_free_tests {
             rack_gpu_max_c: measured.into_iter().collect(),
             dry_bulb_c: 20.0,
             wet_bulb_c: 15.0,
+            assist_on_frac: 0.0,
         }
     }
 
