@@ -45,7 +45,9 @@ use coolplane_core::site::{GpuModel, Site};
 use coolplane_core::topology::Topology;
 use coolplane_twin::forecast::{Exogenous, Forecaster, LoadHistory};
 use coolplane_twin::regress::{LinearFit, Samples};
-use coolplane_twin::whatif::{assist_on_fraction, facility_features, FacilityModel, HallModel, N_FAC};
+use coolplane_twin::whatif::{
+    assist_on_fraction, facility_features, pads_effectiveness, FacilityModel, HallModel, N_FAC,
+};
 use coolplane_twin::{Nameplate, Twin, TwinConfig};
 use serde::{Deserialize, Serialize};
 
@@ -153,8 +155,12 @@ fn write_amortise_h(hold_h: f64, holding_h: f64, horizon_s: f64, cap_s: f64) -> 
 
 /// Setpoints for a tank over its pressure when no relieving candidate passes the limits: the
 /// coldest condenser supply and fullest flow of the candidate ranges, but never warmer or less
-/// flow than the setpoints in force; the facility water an approach `gap` below that supply, never
-/// warmer than in force and not below `f_lo`; heat rejection auto.
+/// flow than `keep` (the coldest supply and the fullest flow in force on any skid); the facility
+/// water an approach `gap` below that supply and not warmer than in force, but not below `f_lo`
+/// (where that binds, the controller's approach rule holds the skids' supply above it); heat
+/// rejection auto. The facility rules of ordinary candidates (the heat-reuse floor, nothing
+/// colder while the trim chiller runs or the plant is short, the approaches seen) do not apply:
+/// they guard the cooling model's blind spots, and relieving a tank comes first.
 fn relief_setpoints(supplies: &[f64], flows: &[f64], keep: PlanSetpoints, gap: f64, f_lo: f64) -> PlanSetpoints {
     let coldest = supplies.iter().copied().fold(f64::INFINITY, f64::min);
     let fullest = flows.iter().copied().fold(f64::NEG_INFINITY, f64::max);
@@ -1466,7 +1472,17 @@ impl Coordinated {
                 // A tank over its pressure and no relieving candidate passes the limits (the
                 // coldest water and fullest flow tried may already be in force): never back to
                 // design, which may be warmer water at less flow; the most relieving setpoints.
-                let sp = relief_setpoints(&supplies, &flows, keep_sp, gap, f_lo);
+                // From the coldest supply and fullest flow any skid holds now (the controller's
+                // tank guard may hold one colder than the rest): no skid is asked for warmer water
+                // or less flow while a tank is over.
+                let extreme = PlanSetpoints {
+                    cdu_supply_c: cur.cdus.iter().map(|c| c.supply_c).fold(f64::INFINITY, f64::min),
+                    cdu_flow_frac: (0..nc)
+                        .map(|c| cur.cdus[c].flow_lpm / l.cdus[c].flow_design_lpm)
+                        .fold(f64::NEG_INFINITY, f64::max),
+                    ..keep_sp
+                };
+                let sp = relief_setpoints(&supplies, &flows, extreme, gap, f_lo);
                 let gs = Self::gpu_side(
                     b,
                     model,
@@ -1760,14 +1776,8 @@ impl Policy for Coordinated {
             .enumerate()
             .any(|(h, _)| topo.hall_spec(site, h).facility.heat_reuse.is_some());
         // Pads' nameplate effectiveness (the mean over halls that have them).
-        let effs: Vec<f64> = (0..topo.halls.len())
-            .filter_map(|h| {
-                let f = &topo.hall_spec(site, h).facility;
-                f.dry_coolers.as_ref()?.adiabatic.as_ref().map(|a| a.effectiveness)
-            })
-            .collect();
         let mut cooling = CoolingModel::new();
-        cooling.assist_eff = (!effs.is_empty()).then(|| effs.iter().sum::<f64>() / effs.len() as f64);
+        cooling.assist_eff = pads_effectiveness(site, topo);
         let fac = FacilityModel::with_assist_effectiveness(cooling.assist_eff.unwrap_or(0.0));
         self.bound = Some(Box::new(Bound {
             cooling,

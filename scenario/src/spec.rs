@@ -669,7 +669,12 @@ fn check_targets(i: usize, f: &FaultKind, n_cdu: u32, n_hall: u32, n_gpu: u32) -
         }
         FaultKind::FanFailure { hall, .. } if hall >= n_hall => bad("hall", hall, n_hall),
         FaultKind::Sensor { point, .. } => match point {
-            SensorPoint::CduSupplyTemp(c) | SensorPoint::CduReturnTemp(c) | SensorPoint::CduFlow(c) if c >= n_cdu => {
+            SensorPoint::CduSupplyTemp(c)
+            | SensorPoint::CduReturnTemp(c)
+            | SensorPoint::CduFlow(c)
+            | SensorPoint::TankPressure(c)
+                if c >= n_cdu =>
+            {
                 bad("cdu", c, n_cdu)
             }
             SensorPoint::FacilitySupplyTemp(h) if h >= n_hall => bad("hall", h, n_hall),

@@ -555,26 +555,12 @@ pub fn eval(
         vec![],
         base,
     )?;
-    // The heat-rejection model learns against the coils' air: the pads' nameplate effectiveness
-    // (the mean over halls that have them).
-    let effs: Vec<f64> = train_sc
-        .site
-        .halls
-        .iter()
-        .filter_map(|h| {
-            h.facility
-                .dry_coolers
-                .as_ref()?
-                .adiabatic
-                .as_ref()
-                .map(|a| a.effectiveness)
-        })
-        .collect();
-    let eff = if effs.is_empty() {
-        0.0
-    } else {
-        effs.iter().sum::<f64>() / effs.len() as f64
-    };
+    // The heat-rejection model learns against the coils' air: the pads' nameplate effectiveness.
+    let eff = coolplane_twin::whatif::pads_effectiveness(
+        &train_sc.site,
+        &coolplane_core::topology::Topology::new(&train_sc.site),
+    )
+    .unwrap_or(0.0);
     let train = simulate(
         &train_sc,
         FacilityModel::with_assist_effectiveness(eff),

@@ -17,6 +17,9 @@ pub enum SensorPoint {
     FacilitySupplyTemp(u32),
     /// Die temperature of GPU n.
     GpuTemp(u32),
+    /// Pressure gauge of the two-phase immersion tank on CDU n (its condenser-water skid); a
+    /// fault on a CDU without a tank changes nothing.
+    TankPressure(u32),
 }
 
 /// How a sensor fails.

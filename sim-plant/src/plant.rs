@@ -2151,6 +2151,11 @@ impl Plant {
                 m.facilities.get(h as usize).map_or(f64::NAN, |x| x.supply_temp_c.value)
             }
             SensorPoint::GpuTemp(g) => m.gpus.temp_c.get(g as usize).map_or(f64::NAN, |x| *x as f64),
+            SensorPoint::TankPressure(c) => m
+                .cdus
+                .get(c as usize)
+                .and_then(|x| x.tank)
+                .map_or(f64::NAN, |t| t.pressure_gauge_kpa.value),
         }
     }
 
@@ -2195,6 +2200,12 @@ impl Plant {
                     Some(m) => &mut m.supply_temp_c,
                     None => continue,
                 },
+                SensorPoint::TankPressure(c) => {
+                    match self.meas.cdus.get_mut(c as usize).and_then(|m| m.tank.as_mut()) {
+                        Some(t) => &mut t.pressure_gauge_kpa,
+                        None => continue,
+                    }
+                }
                 SensorPoint::GpuTemp(g) => {
                     let Some(v) = self.meas.gpus.temp_c.get_mut(g as usize) else {
                         continue;

@@ -9,7 +9,7 @@ use coolplane_policies::{by_name, EnergyPlan};
 use coolplane_scenario::run::plan_accuracy;
 use coolplane_scenario::spec::{EventSpec, ScenarioSpec};
 use coolplane_scenario::{run, RunOptions, RunReport};
-use coolplane_sim_plant::faults::FaultKind;
+use coolplane_sim_plant::faults::{FaultKind, SensorFailure, SensorPoint};
 use std::path::{Path, PathBuf};
 
 fn spec(days: f64, warmup_h: f64) -> ScenarioSpec {
@@ -721,4 +721,71 @@ fn coordinated_runs_two_phase_tanks_on_colder_condenser_water_and_less_flow() {
         opt.iter().any(|p| p.binding.contains("tank at its design heat")),
         "no plan names the tanks' pressure as what binds"
     );
+}
+
+/// A tank's pressure gauge drifting high after the learning day: `coordinated` reads the tank as
+/// over the pressure it allows, asks only for colder condenser water or more flow while it is,
+/// and once nothing relieving is left holds the coldest water and fullest flow in range (never
+/// design, which would be warmer water at less flow).
+#[test]
+fn coordinated_relieves_a_tank_reading_over_its_limit_and_holds_the_coldest_water_not_design() {
+    let mut s = spec(0.5, 24.0);
+    s.scenario.site = "supernode-2pic".into();
+    s.events.push(EventSpec {
+        start_h: 1.0,
+        end_h: None,
+        fault: FaultKind::Sensor {
+            point: SensorPoint::TankPressure(0),
+            failure: SensorFailure::Drift { rate_per_h: 0.5 },
+        },
+    });
+    let co = run_spec(&s, "coordinated");
+    let k = &co.report.kpis;
+    assert_eq!(k.throttle_gpu_s, 0.0);
+    assert_eq!(k.fluid_vented_kg, 0.0);
+    let opt: Vec<&EnergyPlan> = co.plans.iter().filter(|p| p.status == "optimised").collect();
+    let over = |p: &EnergyPlan| p.reasons.iter().any(|r| r.starts_with("tank 0 is at"));
+    let first_over = opt
+        .iter()
+        .position(|p| over(p))
+        .expect("a plan reads tank 0 over its limit");
+    // While the tank reads over, no plan asks for warmer water or less flow than the one before.
+    for w in opt[first_over.max(1) - 1..].windows(2) {
+        let (a, b) = (w[0].setpoints.expect("setpoints"), w[1].setpoints.expect("setpoints"));
+        if over(w[1]) {
+            assert!(
+                b.cdu_supply_c <= a.cdu_supply_c + 1e-9 && b.cdu_flow_frac >= a.cdu_flow_frac - 1e-9,
+                "at {} s: {:?} after {:?}",
+                w[1].t_s,
+                b,
+                a
+            );
+        }
+    }
+    // Then nothing relieving is left: the coldest water and the fullest flow of the plans, held.
+    let held: Vec<&&EnergyPlan> = opt
+        .iter()
+        .filter(|p| p.reasons.iter().any(|r| r.starts_with("no candidate that relieves")))
+        .collect();
+    assert!(!held.is_empty(), "no plan ran out of relieving candidates");
+    let coldest = opt
+        .iter()
+        .filter_map(|p| p.setpoints)
+        .map(|x| x.cdu_supply_c)
+        .fold(f64::INFINITY, f64::min);
+    let fullest = opt
+        .iter()
+        .filter_map(|p| p.setpoints)
+        .map(|x| x.cdu_flow_frac)
+        .fold(0.0, f64::max);
+    for p in held {
+        let sp = p.setpoints.expect("setpoints");
+        assert_eq!(
+            (sp.cdu_supply_c, sp.cdu_flow_frac),
+            (coldest, fullest),
+            "at {} s",
+            p.t_s
+        );
+        assert_eq!(sp.rejection_mode, RejectionMode::Auto);
+    }
 }

@@ -5,10 +5,11 @@
 //! Per rack: hottest GPU = CDU supply (first-order approach to its setpoint) + learned manifold
 //! pick-up + learned rise `a·p + b·p·(q/q_design)^-0.8` at the rack's hottest-GPU power `p`
 //! (capped) and flow `q`. Per CDU: pump power from the learned cube law. Facility side: two
-//! ridge models learned from the meters, in the IT load, outdoor dry/wet-bulb and facility
-//! supply setpoint (piecewise-linear hinges, because heat rejection stages adiabatic assist and
-//! the trim chiller): heat-rejection + facility-pump + chiller power, and the rest of the
-//! facility overhead (electrical losses, air handling, misc).
+//! ridge models learned from the meters, in the IT load, air temperatures and facility supply
+//! setpoint (piecewise-linear hinges, because heat rejection stages adiabatic assist and the trim
+//! chiller): heat-rejection + facility-pump + chiller power against the air entering the coils
+//! (the dry-bulb, pre-cooled by the pads where the assist runs) and the wet-bulb, and the rest of
+//! the facility overhead (electrical losses, air handling, misc) against the outdoor air.
 
 use crate::estimate::{thermal_features, EstQuality, Twin};
 use crate::regress::{LinearFit, Samples};
@@ -53,6 +54,18 @@ pub fn coil_air_c(dry_bulb_c: f64, wet_bulb_c: f64, eff: f64, on_frac: f64) -> f
     dry_bulb_c - on_frac.clamp(0.0, 1.0) * eff.clamp(0.0, 1.0) * (dry_bulb_c - wet_bulb_c).max(0.0)
 }
 
+/// The adiabatic pads' saturation effectiveness, the mean over the site's halls that have them
+/// (`None`: no hall has pads).
+pub fn pads_effectiveness(site: &coolplane_core::site::Site, topo: &coolplane_core::topology::Topology) -> Option<f64> {
+    let effs: Vec<f64> = (0..topo.halls.len())
+        .filter_map(|h| {
+            let f = &topo.hall_spec(site, h).facility;
+            f.dry_coolers.as_ref()?.adiabatic.as_ref().map(|a| a.effectiveness)
+        })
+        .collect();
+    (!effs.is_empty()).then(|| effs.iter().sum::<f64>() / effs.len() as f64)
+}
+
 /// Learns the facility side from the meters.
 ///
 /// The heat rejection (fans, facility pumps, chillers) is learned against the air that enters
@@ -64,8 +77,9 @@ pub fn coil_air_c(dry_bulb_c: f64, wet_bulb_c: f64, eff: f64, on_frac: f64) -> f
 pub struct FacilityModel {
     cooling: Samples,
     other: Samples,
-    /// The pads' saturation effectiveness (0: no adiabatic assist, the coil air is the dry-bulb).
-    pub assist_eff: f64,
+    /// The pads' saturation effectiveness (0: no adiabatic assist, the coil air is the dry-bulb);
+    /// fixed at construction, so that predictions see the coil air the samples were learned on.
+    assist_eff: f64,
     /// Fit of heat-rejection fans + facility pumps + chiller, kW.
     pub cooling_fit: Option<LinearFit>,
     /// Fit of facility − IT − all metered cooling, kW.
@@ -130,6 +144,11 @@ impl FacilityModel {
             assist_eff: if eff.is_finite() { eff.clamp(0.0, 1.0) } else { 0.0 },
             ..Self::default()
         }
+    }
+
+    /// The pads' saturation effectiveness the heat-rejection model is learned with.
+    pub fn assist_effectiveness(&self) -> f64 {
+        self.assist_eff
     }
 
     /// Add one snapshot.
@@ -331,7 +350,7 @@ impl HallModel {
                 (Some(a), Some(b)) => Some((a.clone(), b.clone())),
                 _ => None,
             },
-            assist_eff: fac.assist_eff,
+            assist_eff: fac.assist_effectiveness(),
             supply_tau_s: 300.0,
             gpu_share: 0.8,
         }
