@@ -37,7 +37,9 @@ pub struct SimArgs {
     /// Plant time runs this many times faster than real time.
     #[arg(long, default_value_t = 60.0)]
     pub speed: f64,
-    /// First Modbus TCP port (CDUs, then facility systems, then the meter), on 127.0.0.1.
+    /// First Modbus TCP port (CDUs, then facility systems, then the meter), on 127.0.0.1;
+    /// 0 puts each device on a port the system chooses (the banner and the daemon's
+    /// configuration name them).
     #[arg(long, default_value_t = 15020)]
     pub modbus_port: u16,
     /// Rack telemetry period, s of plant time.
