@@ -28,7 +28,10 @@ pub mod ledger;
 use coolplane_core::signals::{Actions, CduCommand, FacilityCommand, Measurements, RackPowerLimits, RejectionMode};
 use coolplane_core::site::Site;
 use coolplane_core::topology::Topology;
-use coolplane_policies::{Decision, EnergyPlan, PlantLimits, Policy, PolicyInput, Setpoints};
+use coolplane_policies::{
+    Decision, EnergyPlan, PlantLimits, Policy, PolicyInput, Setpoints, TankCrossCheck, TankPressure,
+    TANK_CROSSCHECK_KPA, TANK_CROSSCHECK_TAU_S,
+};
 use serde::{Deserialize, Serialize};
 
 /// Tuning of the controller's own safety behaviour.
@@ -177,6 +180,21 @@ pub struct ControllerEvent {
     pub message: String,
 }
 
+/// How a tank's pressure is known to the controller's guard.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TankPaths {
+    /// Gauge and pool thermometer agree.
+    Agree,
+    /// They are further apart than the cross-check allows.
+    Disagree,
+    /// Only the pool thermometer is usable.
+    GaugeLost,
+    /// Only the gauge is usable.
+    PoolLost,
+    /// Neither is.
+    Unknown,
+}
+
 /// The supervisory controller.
 pub struct Controller {
     cfg: ControllerConfig,
@@ -188,9 +206,15 @@ pub struct Controller {
     proposal: Setpoints,
     commanded: Setpoints,
     last_tick_s: Option<f64>,
+    /// Time of the first tick, s (NaN before it).
+    started_s: f64,
     last_slow_s: Option<f64>,
     cdu_stale: Vec<bool>,
     cdu_guard: Vec<bool>,
+    /// Per CDU: its tank's gauge against its pool thermometer over time, and how its pressure
+    /// is known (events on each change).
+    tank_checks: Vec<TankCrossCheck>,
+    tank_paths: Vec<TankPaths>,
     /// When each ramp last moved its commanded setpoint (per CDU supply, per CDU flow, per hall
     /// facility supply), s; set to the first tick's time (a new controller holds first).
     supply_moved_s: Vec<f64>,
@@ -260,6 +284,8 @@ impl Controller {
             cfg,
             cdu_stale: vec![false; topo.cdus.len()],
             cdu_guard: vec![false; topo.cdus.len()],
+            tank_checks: vec![TankCrossCheck::default(); topo.cdus.len()],
+            tank_paths: vec![TankPaths::Agree; topo.cdus.len()],
             supply_moved_s: vec![f64::NAN; n_cdu],
             flow_moved_s: vec![f64::NAN; n_cdu],
             facility_moved_s: vec![f64::NAN; n_hall],
@@ -275,6 +301,7 @@ impl Controller {
             },
             limits,
             last_tick_s: None,
+            started_s: f64::NAN,
             last_slow_s: None,
             events: Vec::new(),
             last_reasons: Vec::new(),
@@ -414,6 +441,60 @@ impl Controller {
         std::mem::take(&mut self.events)
     }
 
+    /// Raise an event when how CDU `c`'s tank pressure is known changes: its two paths come
+    /// apart or together ([`TankCrossCheck`]), a path is lost, or both are.
+    fn check_tank_paths(&mut self, c: usize, now_s: f64, tank: &TankPressure) {
+        let prev = self.tank_paths[c];
+        let now = match (tank.gauge_kpa, tank.from_pool_kpa) {
+            (None, None) => TankPaths::Unknown,
+            (None, Some(_)) => TankPaths::GaugeLost,
+            (Some(_), None) => TankPaths::PoolLost,
+            (Some(_), Some(_)) if self.tank_checks[c].apart() => TankPaths::Disagree,
+            (Some(_), Some(_)) => TankPaths::Agree,
+        };
+        if now == prev {
+            return;
+        }
+        self.tank_paths[c] = now;
+        let name = self.topo.cdus[c].name.clone();
+        let (g, p) = (
+            tank.gauge_kpa.map_or("unusable".to_string(), |v| format!("{v:.1} kPa")),
+            tank.from_pool_kpa
+                .map_or("unusable".to_string(), |v| format!("{v:.1} kPa")),
+        );
+        let (severity, msg) = match now {
+            TankPaths::Disagree => (
+                Severity::Warning,
+                format!(
+                    "{name}: tank pressure gauge reads {g}, its pool thermometer {p} through the fluid's saturation curve: \
+                     {:.1} kPa apart over the last {:.0} min (tolerance {TANK_CROSSCHECK_KPA} kPa), one of them is wrong; \
+                     the guard acts on the higher (check both)",
+                    self.tank_checks[c].smoothed_kpa().unwrap_or(f64::NAN).abs(),
+                    TANK_CROSSCHECK_TAU_S / 60.0
+                ),
+            ),
+            TankPaths::GaugeLost => (
+                Severity::Warning,
+                format!("{name}: tank pressure gauge unusable: the guard reads the pressure from the pool thermometer ({p})"),
+            ),
+            TankPaths::PoolLost => (
+                Severity::Warning,
+                format!("{name}: tank pool thermometer unusable: the guard has the gauge alone ({g}), with no cross-check"),
+            ),
+            TankPaths::Unknown => (
+                Severity::Critical,
+                format!(
+                    "{name}: tank pressure unknown (gauge and pool thermometer unusable): the guard holds what it last decided"
+                ),
+            ),
+            TankPaths::Agree => (
+                Severity::Info,
+                format!("{name}: tank pressure gauge ({g}) and pool thermometer ({p}) agree again"),
+            ),
+        };
+        self.event(now_s, severity, msg);
+    }
+
     fn event(&mut self, t_s: f64, severity: Severity, message: String) {
         // Bounded: an operator reads events, a flood helps nobody.
         if self.events.len() < 10_000 {
@@ -427,6 +508,7 @@ impl Controller {
         // holds them (no rate budget), later ticks move at the rate limits.
         let dt = self.last_tick_s.map_or(0.0, |t| (now_s - t).max(0.0));
         if self.last_tick_s.is_none() {
+            self.started_s = now_s;
             for t in self
                 .supply_moved_s
                 .iter_mut()
@@ -622,19 +704,33 @@ impl Controller {
                 .fold(f64::NEG_INFINITY, f64::max);
             // Tank pressure guard: a two-phase immersion tank nearing its relief pressure gets the
             // same response (colder condenser water, full flow) before it vents fluid.
-            let tank_kpa = match (l.tank_relief_gauge_kpa, image.cdus.get(c).and_then(|m| m.tank)) {
-                (Some(_), Some(t)) if t.pressure_gauge_kpa.usable(now_s, stale_after) => t.pressure_gauge_kpa.value,
-                _ => f64::NEG_INFINITY,
-            };
+            // Its pressure comes from two independent paths, the gauge and the pool thermometer
+            // through the fluid's saturation curve: the guard acts on the gauge while they
+            // agree, on the higher when they disagree (a gauge stuck or drifting low must not
+            // hide a rising tank), and on the pool alone when the gauge is lost.
+            let tank = l.tank_pressure(image.cdus.get(c).and_then(|m| m.tank.as_ref()), now_s, stale_after);
+            self.tank_checks[c].update(now_s, &tank);
+            let tank_known = self.tank_checks[c].acted_on(&tank);
+            let tank_kpa = tank_known.unwrap_or(f64::NEG_INFINITY);
+            // (A CDU that stopped answering has its own event; its tank readings went with it.
+            // A tank not yet heard from is unknown only once readings had time to arrive.)
+            if l.tank_relief_gauge_kpa.is_some()
+                && !self.cdu_stale[c]
+                && (tank_known.is_some() || now_s - self.started_s >= stale_after)
+            {
+                self.check_tank_paths(c, now_s, &tank);
+            }
             let tank_guard = l
                 .tank_relief_gauge_kpa
                 .is_some_and(|relief| tank_kpa >= self.cfg.tank_guard_frac * relief);
             // With a rack temperature unusable the guard holds what it last decided: losing the
-            // telemetry of a hot rack is no reason to warm its CDU up.
+            // telemetry of a hot rack is no reason to warm its CDU up. So does a tank whose
+            // pressure neither path knows.
             let rack_lost = self.topo.cdus[c]
                 .racks
                 .clone()
-                .any(|r| !image.racks[r].gpu_temp_max_c.usable(now_s, stale_after));
+                .any(|r| !image.racks[r].gpu_temp_max_c.usable(now_s, stale_after))
+                || tank_known.is_none() && l.tank_relief_gauge_kpa.is_some();
             let guard = if rack_lost && self.cdu_guard[c] {
                 true
             } else {
@@ -650,8 +746,13 @@ impl Controller {
             }
             if guard != self.cdu_guard[c] {
                 let msg = if guard && tank_guard {
+                    let source = match tank.gauge_kpa {
+                        Some(g) if g >= tank_kpa => String::new(),
+                        Some(g) => format!(" by its pool thermometer (the gauge reads {g:.1} kPa)"),
+                        None => " by its pool thermometer (the gauge is unusable)".to_string(),
+                    };
                     format!(
-                        "{}: tank at {tank_kpa:.1} kPa, {:.0} % of its relief pressure: colder condenser water, full flow",
+                        "{}: tank at {tank_kpa:.1} kPa{source}, {:.0} % of its relief pressure: colder condenser water, full flow",
                         self.topo.cdus[c].name,
                         100.0 * self.cfg.tank_guard_frac
                     )
@@ -1321,6 +1422,159 @@ mod tests {
         );
         // Others keep their policy setpoints.
         assert!(c.setpoints().cdus[2].supply_c > 41.0);
+    }
+
+    /// A tank's pressure gauge reading low cannot hide a rising tank: the guard reads the pool
+    /// thermometer through the fluid's saturation curve, says so, and says when the two paths
+    /// part, when one is lost, when both are, and when they agree again.
+    #[test]
+    fn a_tank_gauge_reading_low_cannot_hide_a_rising_tank() {
+        use coolplane_core::dielectric::{fluid_by_name, P_ATM_PA};
+        use coolplane_core::signals::TankMeasurement;
+        let site = builtin_site("supernode-2pic").unwrap();
+        let topo = Topology::new(&site);
+        let mut c = Controller::new(
+            &site,
+            coolplane_policies::by_name("vendor-default").unwrap(),
+            ControllerConfig::default(),
+        );
+        let relief = c.limits.cdus[0].tank_relief_gauge_kpa.expect("a tank site");
+        let design = c.limits.design_setpoints();
+        let fluid = fluid_by_name(&site.halls[0].immersion.as_ref().unwrap().fluid).unwrap();
+        // The pool temperature of a tank at `kpa` above atmospheric.
+        let pool_at = |kpa: f64| fluid.t_sat_c(P_ATM_PA + 1000.0 * kpa);
+        // Tank 0's gauge and pool thermometer as given (`None`: bad quality); every other tank
+        // at 1 kPa on both.
+        let img = |c: &Controller, t: f64, gauge: Option<f64>, pool_kpa: Option<f64>| {
+            let mut img = image(&topo, t, 70.0);
+            for (i, m) in img.cdus.iter_mut().enumerate() {
+                let sp = c.setpoints().cdus[i];
+                m.supply_temp_c = Reading::good(sp.supply_c, t);
+                m.supply_setpoint_c = Reading::good(sp.supply_c, t);
+                m.flow_lpm = Reading::good(sp.flow_lpm, t);
+                m.flow_setpoint_lpm = Reading::good(sp.flow_lpm, t);
+                let (g, p) = if i == 0 {
+                    (gauge, pool_kpa)
+                } else {
+                    (Some(1.0), Some(1.0))
+                };
+                let r = |v: Option<f64>| match v {
+                    Some(v) => Reading::good(v, t),
+                    None => Reading {
+                        value: 0.0,
+                        t_s: t,
+                        quality: Quality::Bad,
+                    },
+                };
+                m.tank = Some(TankMeasurement {
+                    pressure_gauge_kpa: r(g),
+                    pool_temp_c: r(p.map(pool_at)),
+                    fluid_level_pct: Reading::good(100.0, t),
+                    venting: false,
+                });
+            }
+            img
+        };
+        let tank_events = |c: &mut Controller| {
+            c.drain_events()
+                .into_iter()
+                .filter(|e| e.message.contains("tank") || e.message.contains("guard"))
+                .collect::<Vec<_>>()
+        };
+        // Both paths agree at 1 kPa: no guard, no event.
+        c.tick(0.0, &img(&c, 0.0, Some(1.0), Some(1.0)));
+        assert!(tank_events(&mut c).is_empty());
+        assert_eq!(c.setpoints().cdus[0], design.cdus[0]);
+        // The tank rises to 95 % of its relief pressure; the gauge stays at 1 kPa (stuck, or
+        // drifted low). The pool thermometer says so: the guard acts on the pool's reading.
+        let high = 0.95 * relief;
+        c.tick(60.0, &img(&c, 60.0, Some(1.0), Some(high)));
+        let ev = tank_events(&mut c);
+        assert!(
+            ev.iter().any(|e| e.severity == Severity::Warning
+                && e.message.contains("gauge reads 1.0 kPa")
+                && e.message.contains(&format!("pool thermometer {high:.1} kPa"))
+                && e.message.contains("one of them is wrong")),
+            "{ev:?}"
+        );
+        assert!(
+            ev.iter().any(|e| e.severity == Severity::Critical
+                && e.message
+                    .contains(&format!("tank at {high:.1} kPa by its pool thermometer"))
+                && e.message.contains("colder condenser water, full flow")),
+            "{ev:?}"
+        );
+        let sp0 = c.setpoints().cdus[0];
+        // Full flow, at the flow register's 1 L/min resolution.
+        let full = c.limits.cdus[0].flow_max_lpm.round();
+        assert_eq!(sp0.flow_lpm, full);
+        assert!(sp0.supply_c < design.cdus[0].supply_c, "{sp0:?}");
+        // The other tanks are left alone.
+        assert_eq!(c.setpoints().cdus[1], design.cdus[1]);
+        // The gauge is lost: the pool alone keeps the guard on.
+        c.tick(120.0, &img(&c, 120.0, None, Some(high)));
+        let ev = tank_events(&mut c);
+        assert!(
+            ev.iter()
+                .any(|e| e.message.contains("gauge unusable") && e.message.contains("pool thermometer")),
+            "{ev:?}"
+        );
+        assert!(c.setpoints().cdus[0].supply_c < sp0.supply_c, "still colder");
+        // Both lost: the guard holds what it decided, and the operator hears it.
+        c.tick(180.0, &img(&c, 180.0, None, None));
+        let ev = tank_events(&mut c);
+        assert!(
+            ev.iter()
+                .any(|e| e.severity == Severity::Critical && e.message.contains("pressure unknown")),
+            "{ev:?}"
+        );
+        assert!(!ev.iter().any(|e| e.message.contains("released")), "{ev:?}");
+        assert_eq!(c.setpoints().cdus[0].flow_lpm, full);
+        // Back, agreeing at 1 kPa: the guard releases and the paths agree again.
+        c.tick(240.0, &img(&c, 240.0, Some(1.0), Some(1.0)));
+        let ev = tank_events(&mut c);
+        assert!(ev.iter().any(|e| e.message.contains("agree again")), "{ev:?}");
+        assert!(ev.iter().any(|e| e.message.contains("guard released")), "{ev:?}");
+        // A gauge reading high against a cool pool: the disagreement is reported and the guard
+        // acts on the gauge (the higher), as before the cross-check.
+        c.tick(300.0, &img(&c, 300.0, Some(high), Some(1.0)));
+        let ev = tank_events(&mut c);
+        assert!(ev.iter().any(|e| e.message.contains("one of them is wrong")), "{ev:?}");
+        assert!(
+            ev.iter()
+                .any(|e| e.message.contains(&format!("tank at {high:.1} kPa,"))),
+            "{ev:?}"
+        );
+        // Agreeing again: the smoothed disagreement decays under half the tolerance within
+        // minutes, and the paths are together again.
+        let mut t = 300.0;
+        let mut back = false;
+        while t < 1200.0 && !back {
+            t += 60.0;
+            c.tick(t, &img(&c, t, Some(1.0), Some(1.0)));
+            back = tank_events(&mut c).iter().any(|e| e.message.contains("agree again"));
+        }
+        assert!(back && t > 360.0, "together again at {t} s");
+        // A disagreement within the tolerance, held for an hour, is none.
+        for _ in 0..60 {
+            t += 60.0;
+            c.tick(t, &img(&c, t, Some(1.0), Some(1.0 + 0.9 * TANK_CROSSCHECK_KPA)));
+        }
+        assert!(tank_events(&mut c).is_empty());
+        // Past it, held, it is one (with the gauge still in its normal range: a drift).
+        let mut named = None;
+        for k in 0..60 {
+            t += 60.0;
+            c.tick(t, &img(&c, t, Some(1.0), Some(1.0 + 1.5 * TANK_CROSSCHECK_KPA)));
+            if tank_events(&mut c)
+                .iter()
+                .any(|e| e.message.contains("one of them is wrong"))
+            {
+                named = Some(k);
+                break;
+            }
+        }
+        assert!(named.is_some_and(|k| k > 0), "named after {named:?} ticks");
     }
 
     #[test]

@@ -118,6 +118,15 @@ impl DielectricFluid {
         1.0 / (1.0 / t_bp - (p_pa.max(1.0) / P_ATM_PA).ln() / self.cc_slope_k()) - KELVIN
     }
 
+    /// The fluid's saturation curve alone (what a controller needs to read a tank's pressure
+    /// from its pool temperature).
+    pub fn saturation(&self) -> Saturation {
+        Saturation {
+            boiling_point_c: self.boiling_point_c,
+            cc_slope_k: self.cc_slope_k(),
+        }
+    }
+
     /// Saturated vapour density at absolute pressure `p_pa` (ideal gas at T_sat), kg/m³.
     pub fn vapour_density_kg_m3(&self, p_pa: f64) -> f64 {
         p_pa * self.molar_mass_kg_mol / (R_GAS_J_MOL_K * (self.t_sat_c(p_pa) + KELVIN))
@@ -165,6 +174,33 @@ mod tests {
     }
 
     #[test]
+    fn the_saturation_curve_reads_a_tank_gauge_from_its_pool_temperature() {
+        for f in FLUIDS {
+            let s = f.saturation();
+            for t in [20.0, 40.0, f.boiling_point_c + 2.0] {
+                assert_eq!(s.p_sat_pa(t), f.p_sat_pa(t), "{}", f.name);
+            }
+            // Subcooled: the breather holds atmospheric.
+            assert_eq!(s.tank_gauge_kpa(f.boiling_point_c - 3.0), 0.0);
+            // A kelvin above the boiling point: a few kPa (3.6 for Novec 649, a little over the
+            // module docs' 3.4 kPa/K slope at the boiling point as the curve steepens; 5.0 for
+            // the lighter HFE-7000).
+            let g = s.tank_gauge_kpa(f.boiling_point_c + 1.0);
+            assert!((2.5..5.5).contains(&g), "{}: {g}", f.name);
+            // The inverse: the pool temperature of a gauge reading.
+            let p = P_ATM_PA + 1000.0 * s.tank_gauge_kpa(f.boiling_point_c + 2.5);
+            assert!((f.t_sat_c(p) - f.boiling_point_c - 2.5).abs() < 1e-9);
+            assert!(s.tank_gauge_kpa(f64::NAN).is_nan());
+        }
+        let n649 = fluid_by_name("novec-649").unwrap().saturation();
+        assert!(
+            (n649.tank_gauge_kpa(50.0) - 3.6).abs() < 0.1,
+            "{}",
+            n649.tank_gauge_kpa(50.0)
+        );
+    }
+
+    #[test]
     fn novec_649_figures_are_the_documented_ones() {
         let f = fluid_by_name("novec-649").unwrap();
         // ≈ 3.4 kPa per K at the boiling point.
@@ -180,5 +216,31 @@ mod tests {
         let rv = f.vapour_density_kg_m3(P_ATM_PA);
         assert!((11.0..13.0).contains(&rv), "{rv}");
         assert!(fluid_by_name("water").is_none());
+    }
+}
+
+/// A fluid's saturation curve, `ln p = ln p_atm − B (1/T − 1/T_bp)` (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Saturation {
+    /// Normal boiling point, °C.
+    pub boiling_point_c: f64,
+    /// Clausius–Clapeyron slope `B`, K.
+    pub cc_slope_k: f64,
+}
+
+impl Saturation {
+    /// Saturation pressure at `t_c`, Pa.
+    pub fn p_sat_pa(&self, t_c: f64) -> f64 {
+        P_ATM_PA * (-self.cc_slope_k * (1.0 / (t_c + KELVIN) - 1.0 / (self.boiling_point_c + KELVIN))).exp()
+    }
+
+    /// The gauge pressure of a tank whose pool is at `t_pool_c`: the saturation pressure above
+    /// atmospheric, or 0 when the pool is subcooled (its breather holds the tank at atmospheric),
+    /// kPa. Not finite when `t_pool_c` is not.
+    pub fn tank_gauge_kpa(&self, t_pool_c: f64) -> f64 {
+        if !t_pool_c.is_finite() {
+            return f64::NAN;
+        }
+        ((self.p_sat_pa(t_pool_c) - P_ATM_PA) / 1000.0).max(0.0)
     }
 }

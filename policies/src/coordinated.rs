@@ -1197,12 +1197,14 @@ impl Coordinated {
         let tank_over: Option<(usize, f64, f64)> = b.tanks.as_ref().and_then(|tm| {
             tm.tanks.iter().enumerate().find_map(|(c, side)| {
                 let side = (*side)?;
-                let pr = m.cdus.get(c)?.tank?.pressure_gauge_kpa;
-                (pr.quality != Quality::Bad && pr.value.is_finite() && pr.value > side.p_limit_kpa).then_some((
-                    c,
-                    pr.value,
-                    side.p_limit_kpa,
-                ))
+                // The gauge, or the pool thermometer when the gauge is lost (the controller's
+                // guard cross-checks the two).
+                let pr = l
+                    .cdus
+                    .get(c)?
+                    .tank_pressure(m.cdus.get(c)?.tank.as_ref(), input.now_s, self.params.stale_s)
+                    .gauge_or_pool()?;
+                (pr > side.p_limit_kpa).then_some((c, pr, side.p_limit_kpa))
             })
         });
         let relieves = |s: f64, q: f64| {

@@ -16,7 +16,7 @@
 //! as `now_s`.
 
 use coolplane_core::fluid::pg25_lpm_to_kg_s;
-use coolplane_core::signals::{Measurements, PlacementAdvice, RackPowerLimits, RejectionMode};
+use coolplane_core::signals::{Measurements, PlacementAdvice, RackPowerLimits, RejectionMode, TankMeasurement};
 use coolplane_core::site::Site;
 use coolplane_core::topology::Topology;
 use serde::{Deserialize, Serialize};
@@ -45,6 +45,121 @@ pub struct CduLimits {
     /// kPa above atmospheric; `None` for a CDU of cold-plate racks.
     #[serde(default)]
     pub tank_relief_gauge_kpa: Option<f64>,
+    /// Saturation curve of that tank's fluid (nameplate), which reads the tank's pressure from
+    /// its pool thermometer: the second, independent path beside the pressure gauge.
+    #[serde(default)]
+    pub tank_saturation: Option<coolplane_core::dielectric::Saturation>,
+}
+
+/// How far a tank's pressure gauge and its pool thermometer (read through the fluid's
+/// saturation curve) may disagree, smoothed over [`TANK_CROSSCHECK_TAU_S`], before the two paths
+/// are declared apart, kPa: about 0.3 K of pool temperature on Novec 649, more than ten times the
+/// smoothed noise of the two sensors (0.1 kPa on the gauge; 0.1 K ≈ 0.36 kPa on the
+/// thermometer, each reading). Three times it in a single reading declares them apart at once.
+pub const TANK_CROSSCHECK_KPA: f64 = 1.0;
+/// Time constant of the smoothed disagreement, s.
+pub const TANK_CROSSCHECK_TAU_S: f64 = 600.0;
+
+/// A two-phase immersion tank's pressure from its two independent paths, this tick.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct TankPressure {
+    /// The pressure gauge, kPa above atmospheric, when usable.
+    pub gauge_kpa: Option<f64>,
+    /// The pool thermometer through the fluid's saturation curve, kPa above atmospheric (0 for
+    /// a subcooled pool), when usable.
+    pub from_pool_kpa: Option<f64>,
+}
+
+impl TankPressure {
+    /// Without a cross-check's history: the gauge, or the pool's reading when the gauge is
+    /// unusable; `None` when neither path is.
+    pub fn gauge_or_pool(&self) -> Option<f64> {
+        self.gauge_kpa.or(self.from_pool_kpa)
+    }
+}
+
+/// The cross-check of one tank's two pressure paths over time (pure: time is an input).
+///
+/// The gauge's disagreement with the pool thermometer is smoothed (exponentially, over
+/// [`TANK_CROSSCHECK_TAU_S`], from zero whenever both paths return): the paths are *apart*
+/// when the smoothed disagreement passes [`TANK_CROSSCHECK_KPA`] or one reading passes three
+/// times it, and together again when the smoothed disagreement is back under half of it. While
+/// they are apart the pressure acted on is the higher of the two (a gauge stuck or drifting low
+/// cannot hide a rising tank; one reading high costs colder water, not fluid); while they agree
+/// it is the gauge, so the sensors' noise changes nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct TankCrossCheck {
+    smoothed: Option<(f64, f64)>,
+    apart: bool,
+}
+
+impl TankCrossCheck {
+    /// Take this tick's readings at `now_s`.
+    pub fn update(&mut self, now_s: f64, p: &TankPressure) {
+        let (Some(g), Some(q)) = (p.gauge_kpa, p.from_pool_kpa) else {
+            *self = Self::default();
+            return;
+        };
+        let r = g - q;
+        let (last_s, e) = self.smoothed.unwrap_or((now_s, 0.0));
+        let dt = now_s - last_s;
+        let e = if dt.is_finite() && dt > 0.0 {
+            e + (1.0 - (-dt / TANK_CROSSCHECK_TAU_S).exp()) * (r - e)
+        } else {
+            e
+        };
+        self.smoothed = Some((if dt > 0.0 { now_s } else { last_s }, e));
+        if e.abs() > TANK_CROSSCHECK_KPA || r.abs() > 3.0 * TANK_CROSSCHECK_KPA {
+            self.apart = true;
+        } else if e.abs() < 0.5 * TANK_CROSSCHECK_KPA {
+            self.apart = false;
+        }
+    }
+
+    /// Gauge and pool thermometer are apart.
+    pub fn apart(&self) -> bool {
+        self.apart
+    }
+
+    /// The smoothed disagreement, gauge less pool, kPa (`None` while a path is unusable).
+    pub fn smoothed_kpa(&self) -> Option<f64> {
+        self.smoothed.map(|(_, e)| e)
+    }
+
+    /// The pressure to act on this tick: the gauge while the paths agree, the higher of the
+    /// two while they are apart, the pool's reading when the gauge is unusable; `None` when
+    /// neither path is.
+    pub fn acted_on(&self, p: &TankPressure) -> Option<f64> {
+        match (p.gauge_kpa, p.from_pool_kpa) {
+            (Some(g), Some(q)) if self.apart => Some(g.max(q)),
+            _ => p.gauge_or_pool(),
+        }
+    }
+}
+
+impl CduLimits {
+    /// The pressure of this CDU's tank from the process image: each path counts when its
+    /// reading is usable at `now_s` (not bad, finite, no older than `stale_s`). All `None` for a
+    /// cold-plate CDU or a tank with no readings.
+    pub fn tank_pressure(&self, tank: Option<&TankMeasurement>, now_s: f64, stale_s: f64) -> TankPressure {
+        let (Some(_), Some(t)) = (self.tank_relief_gauge_kpa, tank) else {
+            return TankPressure::default();
+        };
+        let gauge_kpa = t
+            .pressure_gauge_kpa
+            .usable(now_s, stale_s)
+            .then_some(t.pressure_gauge_kpa.value);
+        let from_pool_kpa = match self.tank_saturation {
+            Some(s) if t.pool_temp_c.usable(now_s, stale_s) => {
+                Some(s.tank_gauge_kpa(t.pool_temp_c.value)).filter(|v| v.is_finite())
+            }
+            _ => None,
+        };
+        TankPressure {
+            gauge_kpa,
+            from_pool_kpa,
+        }
+    }
 }
 
 /// Limits of one hall's facility water system.
@@ -104,6 +219,12 @@ impl PlantLimits {
                         .immersion
                         .as_ref()
                         .map(|im| im.relief_gauge_kpa),
+                    tank_saturation: topo
+                        .hall_spec(site, c.hall)
+                        .immersion
+                        .as_ref()
+                        .and_then(|im| coolplane_core::dielectric::fluid_by_name(&im.fluid))
+                        .map(|f| f.saturation()),
                 }
             })
             .collect();
@@ -542,15 +663,19 @@ impl TrimRespond {
     fn tank_requests(&self, input: &PolicyInput<'_>, cdu: usize) -> u32 {
         let mut req = 0;
         // A two-phase immersion tank asks for colder condenser water as its pressure rises
-        // (an unknown pressure counts as a high one).
-        if let Some(relief) = input.limits.cdus[cdu].tank_relief_gauge_kpa {
+        // (the gauge, or the pool thermometer when the gauge is lost; an unknown pressure counts
+        // as a high one).
+        let l = &input.limits.cdus[cdu];
+        if let Some(relief) = l.tank_relief_gauge_kpa {
             let f = self.params.tank_request_frac;
-            let frac = match input.image.cdus.get(cdu).and_then(|m| m.tank) {
-                Some(t) if t.pressure_gauge_kpa.usable(input.now_s, 3.0 * self.params.period_s) => {
-                    t.pressure_gauge_kpa.value / relief
-                }
-                _ => f64::INFINITY,
-            };
+            let frac = l
+                .tank_pressure(
+                    input.image.cdus.get(cdu).and_then(|m| m.tank.as_ref()),
+                    input.now_s,
+                    3.0 * self.params.period_s,
+                )
+                .gauge_or_pool()
+                .map_or(f64::INFINITY, |p| p / relief);
             req += if frac >= 2.0 * f {
                 3
             } else if frac >= 1.5 * f {

@@ -789,3 +789,49 @@ fn coordinated_relieves_a_tank_reading_over_its_limit_and_holds_the_coldest_wate
         assert_eq!(sp.rejection_mode, RejectionMode::Auto);
     }
 }
+
+/// A tank's pressure gauge drifting low on the simulated plant (its noise, its 0.1 K pool
+/// thermometer): the controller's cross-check against the pool temperature through the fluid's
+/// saturation curve names that tank once the drift passes the tolerance, and no healthy tank in
+/// two days of the plant's sensor noise (15 tanks).
+#[test]
+fn a_tank_gauge_drifting_low_is_named_by_the_pool_thermometer_and_no_healthy_tank_is() {
+    let mut s = spec(2.0, 0.0);
+    s.scenario.site = "supernode-2pic".into();
+    let (start_h, rate) = (1.0, -0.5);
+    s.events.push(EventSpec {
+        start_h,
+        end_h: None,
+        fault: FaultKind::Sensor {
+            point: SensorPoint::TankPressure(0),
+            failure: SensorFailure::Drift { rate_per_h: rate },
+        },
+    });
+    let r = run_spec(&s, "trim-respond");
+    let k = &r.report.kpis;
+    assert_eq!(k.throttle_gpu_s, 0.0);
+    assert_eq!(k.fluid_vented_kg, 0.0);
+    let parted: Vec<_> = r
+        .events
+        .iter()
+        .filter(|e| e.message.contains("one of them is wrong"))
+        .collect();
+    assert!(
+        parted.iter().all(|e| e.message.starts_with("2pic-hall-cdu-01:")),
+        "a healthy tank named: {parted:?}"
+    );
+    let first = parted.first().expect("the drifting gauge is named");
+    eprintln!(
+        "tank 0's drifting gauge named at {} s; {} such events",
+        first.t_s,
+        parted.len()
+    );
+    // The drift passes the 1 kPa tolerance 2 h after it starts (the sensors' noise moves that
+    // by a fraction of an hour, not more).
+    let due_s = (start_h + coolplane_policies::TANK_CROSSCHECK_KPA / -rate) * 3600.0;
+    assert!(
+        (first.t_s - due_s).abs() <= 1800.0,
+        "named at {} s, the drift passes the tolerance at {due_s} s",
+        first.t_s
+    );
+}
