@@ -482,14 +482,16 @@ fn m_it(plant: &Plant) -> f64 {
     }
 }
 
-fn sensor_faults(gpus: u32, cdus: u32) -> Vec<EventSpec> {
+/// The sensor faults injected in the test period; on a two-phase immersion site also a tank's
+/// pressure gauge drifting low (the one that would hide a rising tank).
+fn sensor_faults(gpus: u32, cdus: u32, tanks: bool) -> Vec<EventSpec> {
     let c = |i: u32| i % cdus.max(1);
     let mk = |s: f64, e: f64, point, failure| EventSpec {
         start_h: s,
         end_h: Some(e),
         fault: FaultKind::Sensor { point, failure },
     };
-    vec![
+    let mut v = vec![
         mk(
             8.0,
             40.0,
@@ -518,7 +520,16 @@ fn sensor_faults(gpus: u32, cdus: u32) -> Vec<EventSpec> {
         ),
         mk(44.0, 48.0, SensorPoint::CduSupplyTemp(c(5)), SensorFailure::Sentinel),
         mk(50.0, 54.0, SensorPoint::CduFlow(c(7)), SensorFailure::Dropout),
-    ]
+    ];
+    if tanks {
+        v.push(mk(
+            10.0,
+            46.0,
+            SensorPoint::TankPressure(c(9)),
+            SensorFailure::Drift { rate_per_h: -0.5 },
+        ));
+    }
+    v
 }
 
 fn matches(id: SensorId, p: SensorPoint) -> bool {
@@ -527,7 +538,8 @@ fn matches(id: SensorId, p: SensorPoint) -> bool {
         | (SensorId::CduReturnTemp(a), SensorPoint::CduReturnTemp(b))
         | (SensorId::CduFlow(a), SensorPoint::CduFlow(b))
         | (SensorId::FacilitySupplyTemp(a), SensorPoint::FacilitySupplyTemp(b))
-        | (SensorId::GpuTemp(a), SensorPoint::GpuTemp(b)) => a == b,
+        | (SensorId::GpuTemp(a), SensorPoint::GpuTemp(b))
+        | (SensorId::TankPressure(a), SensorPoint::TankPressure(b)) => a == b,
         (
             SensorId::CduLoop(a),
             SensorPoint::CduSupplyTemp(b) | SensorPoint::CduReturnTemp(b) | SensorPoint::CduFlow(b),
@@ -590,7 +602,11 @@ pub fn eval(
         wall.elapsed().as_secs_f64()
     ));
     let np_probe = Nameplate::from_site(&train_sc.site);
-    let faults = sensor_faults(np_probe.topo.gpu_count as u32, np_probe.topo.cdus.len() as u32);
+    let faults = sensor_faults(
+        np_probe.topo.gpu_count as u32,
+        np_probe.topo.cdus.len() as u32,
+        np_probe.tank_saturation.iter().any(Option::is_some),
+    );
     let test_sc = scenario(
         o,
         &o.test_weather,

@@ -210,3 +210,47 @@ fn a_drifting_sensor_is_flagged_and_a_clean_plant_raises_nothing() {
     // While flagged, the estimate is gap-filled from the racks' inlets.
     assert_eq!(twin.estimate().cdus[4].supply_c.quality, EstQuality::Modelled);
 }
+
+/// A two-phase immersion tank's pressure gauge drifting low (the fault that would hide a rising
+/// tank) is flagged against its pool thermometer read through the fluid's saturation curve, and
+/// no other tank's gauge is.
+#[test]
+fn a_tank_gauge_drifting_low_is_flagged_against_the_pool_thermometer() {
+    let site = Site::from_toml_str("supernode-2pic.toml", builtin_site_toml("supernode-2pic").unwrap()).unwrap();
+    let start_h = 15.0;
+    let faults = [ScheduledFault {
+        start_s: start_h * 3600.0,
+        end_s: None,
+        fault: FaultKind::Sensor {
+            point: SensorPoint::TankPressure(3),
+            failure: SensorFailure::Drift { rate_per_h: -0.5 },
+        },
+    }];
+    let mut twin = drive(&site, 9, 24.0, &faults, |_, _, _| {});
+    let sensor: Vec<_> = twin
+        .drain_events()
+        .iter()
+        .filter_map(|e| match e.kind {
+            TwinEventKind::SensorImplausible { sensor, issue } => Some((e.t_s, sensor, issue)),
+            _ => None,
+        })
+        .collect();
+    let flagged = sensor
+        .iter()
+        .find(|(_, s, _)| *s == SensorId::TankPressure(3))
+        .unwrap_or_else(|| panic!("tank 3's gauge not flagged: {sensor:?}"));
+    eprintln!(
+        "tank 3's gauge flagged {:.2} h after the drift began",
+        flagged.0 / 3600.0 - start_h
+    );
+    assert!(
+        flagged.0 > start_h * 3600.0 && flagged.0 < (start_h + 7.0) * 3600.0,
+        "flagged at {} s",
+        flagged.0
+    );
+    let wrong: Vec<_> = sensor
+        .iter()
+        .filter(|(_, s, _)| matches!(s, SensorId::TankPressure(c) if *c != 3))
+        .collect();
+    assert!(wrong.is_empty(), "healthy gauges flagged: {wrong:?}");
+}

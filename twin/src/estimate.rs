@@ -360,6 +360,8 @@ pub struct Twin {
     cdu_tracks: Vec<[Track; 4]>,
     fac_tracks: Vec<Track>,
     gpu_tracks: Vec<Track>,
+    /// Per CDU: its tank's pressure gauge (unused on a cold-plate CDU).
+    tank_tracks: Vec<Track>,
     gpu_sums: Vec<[f64; 5]>,
     gpu_fit: Vec<(f64, f64)>,
     gpu_relearn_until: f64,
@@ -372,6 +374,7 @@ pub struct Twin {
     flow_cfg: HealthConfig,
     loop_cfg: HealthConfig,
     gpu_cfg: HealthConfig,
+    tank_cfg: HealthConfig,
 }
 
 const SAMPLE_CAP: usize = 4096;
@@ -417,6 +420,14 @@ impl Twin {
             range: (0.0, 130.0),
             ..temp_cfg
         };
+        // Tank gauge, kPa above atmospheric: the pool thermometer's 0.1 K is about 0.36 kPa
+        // near the boiling point, so the band is wider than a temperature's in kelvins.
+        let tank_cfg = HealthConfig {
+            stuck_min_move: 1.5,
+            band_min: 1.0,
+            range: (-20.0, 300.0),
+            ..temp_cfg
+        };
         let samples = SampleSets {
             rack_thermal: vec![Samples::new(2, RACK_SAMPLE_CAP); nr],
             rack_pickup: vec![(0.0, 0.0); nr],
@@ -454,6 +465,7 @@ impl Twin {
             cdu_tracks: vec![Default::default(); nc],
             fac_tracks: vec![Track::default(); nh],
             gpu_tracks: vec![Track::default(); ng],
+            tank_tracks: vec![Track::default(); nc],
             gpu_sums: vec![[0.0; 5]; ng],
             gpu_fit: vec![(f64::NAN, f64::NAN); ng],
             gpu_relearn_until: f64::NEG_INFINITY,
@@ -466,6 +478,7 @@ impl Twin {
             flow_cfg,
             loop_cfg,
             gpu_cfg,
+            tank_cfg,
             np: std::sync::Arc::new(np),
         }
     }
@@ -523,6 +536,11 @@ impl Twin {
         for (g, t) in self.gpu_tracks.iter().enumerate() {
             if let Some(i) = t.issue {
                 v.push((SensorId::GpuTemp(g as u32), i));
+            }
+        }
+        for (c, t) in self.tank_tracks.iter().enumerate() {
+            if let Some(i) = t.issue {
+                v.push((SensorId::TankPressure(c as u32), i));
             }
         }
         v
@@ -703,6 +721,30 @@ impl Twin {
             ];
             for k in 0..4 {
                 self.emit(now, ids[k], trans[k]);
+            }
+            // A two-phase immersion tank's pressure gauge against its pool thermometer read
+            // through the fluid's saturation curve.
+            if let (Some(sat), Some(tank)) = (self.np.tank_saturation[c], cm.tank) {
+                let g = tank.pressure_gauge_kpa;
+                let pool = tank.pool_temp_c;
+                let red = if self.fresh(&pool, now) && pool.quality != Quality::Uncertain {
+                    sat.tank_gauge_kpa(pool.value)
+                } else {
+                    f64::NAN
+                };
+                let g_fresh = self.fresh(&g, now);
+                let tr = self.tank_tracks[c].update(
+                    &self.tank_cfg,
+                    now,
+                    dt,
+                    g.value,
+                    g_fresh,
+                    g.quality == Quality::Uncertain,
+                    red,
+                    learning,
+                    SensorIssue::Drifting,
+                );
+                self.emit(now, SensorId::TankPressure(c as u32), tr);
             }
             // A CDU whose own sensors are (or recently were) implausible cannot judge its
             // equipment: maintenance detection pauses there for 12 h after the last issue.

@@ -5,7 +5,9 @@
 //! supply temperature against the mean inlet temperature of its racks; its return against their
 //! outlets; its flow against its pump speed (affinity law); a facility supply against the CDUs'
 //! facility-inlet temperatures; a GPU's die temperature against its rack inlet plus a per-GPU
-//! thermal resistance learned online; a CDU loop's heat `ṁ·c_p·ΔT` against its racks' meters).
+//! thermal resistance learned online; a CDU loop's heat `ṁ·c_p·ΔT` against its racks' meters; a
+//! two-phase immersion tank's pressure gauge against its pool thermometer read through the
+//! fluid's saturation curve).
 //! During a learning window the residual's mean and spread are learned; afterwards a slow
 //! exponentially weighted mean of the residual that leaves its band is a drift, a value that is
 //! bit-for-bit unchanged while its redundant estimate moves is stuck.
@@ -28,6 +30,8 @@ pub enum SensorId {
     FacilitySupplyTemp(u32),
     /// Die temperature of GPU n.
     GpuTemp(u32),
+    /// Pressure gauge of the two-phase immersion tank served by CDU n.
+    TankPressure(u32),
 }
 
 /// What is wrong with a sensor.

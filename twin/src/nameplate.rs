@@ -2,7 +2,7 @@
 //!
 //! [`Nameplate::from_site`] copies from the site file only what a commissioning engineer would
 //! read off drawings and data sheets: the topology, the GPU's TDP and slowdown temperature, the
-//! CDUs' design flow and setpoint ranges. The cold-plate resistances, heat-to-liquid fraction,
+//! CDUs' design flow and setpoint ranges, a tank fluid's saturation curve. The cold-plate resistances, heat-to-liquid fraction,
 //! fouling rates, pump and fan curves are deliberately left out: the twin learns them.
 
 use coolplane_core::site::Site;
@@ -25,6 +25,9 @@ pub struct Nameplate {
     pub cdu_supply_range_c: Vec<(f64, f64)>,
     /// Per hall: facility supply setpoint minimum, °C.
     pub facility_supply_min_c: Vec<f64>,
+    /// Per CDU: the saturation curve of the fluid in the two-phase immersion tank it serves
+    /// (the fluid's data sheet), `None` for a CDU of cold-plate racks.
+    pub tank_saturation: Vec<Option<coolplane_core::dielectric::Saturation>>,
 }
 
 impl Nameplate {
@@ -34,8 +37,16 @@ impl Nameplate {
         let mut flow = Vec::new();
         let mut cap = Vec::new();
         let mut range = Vec::new();
+        let mut tank = Vec::new();
         for c in &topo.cdus {
-            let spec = &site.halls[topo.halls[c.hall].spec].cdu;
+            let hall = &site.halls[topo.halls[c.hall].spec];
+            tank.push(
+                hall.immersion
+                    .as_ref()
+                    .and_then(|im| coolplane_core::dielectric::fluid_by_name(&im.fluid))
+                    .map(|f| f.saturation()),
+            );
+            let spec = &hall.cdu;
             flow.push(spec.design_flow_lpm_per_kw * spec.design_load_kw);
             cap.push(spec.capacity_kw);
             range.push((spec.supply_setpoint_min_c, spec.supply_setpoint_max_c));
@@ -52,6 +63,7 @@ impl Nameplate {
             cdu_capacity_kw: cap,
             cdu_supply_range_c: range,
             facility_supply_min_c: fac_min,
+            tank_saturation: tank,
             topo,
         }
     }
