@@ -144,6 +144,7 @@ impl WirePlant {
                 fan_power_kw: pt(facility::FAN_POWER_KW),
                 pump_power_kw: pt(facility::PUMP_POWER_KW),
                 chiller_power_kw: pt(facility::CHILLER_POWER_KW),
+                heat_pump_power_kw: pt(facility::HEAT_PUMP_POWER_KW),
                 outdoor_dry_bulb_c: pt(facility::OUTDOOR_DRY_BULB_C),
                 outdoor_wet_bulb_c: pt(facility::OUTDOOR_WET_BULB_C),
                 local_fallback: flag(facility::LOCAL_FALLBACK),

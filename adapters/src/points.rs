@@ -82,6 +82,8 @@ pub mod facility {
     pub const PUMP_POWER_KW: &str = "pump_power_kw";
     /// Chiller electric power, kW.
     pub const CHILLER_POWER_KW: &str = "chiller_power_kw";
+    /// Heat-reuse heat pump electric power, kW.
+    pub const HEAT_PUMP_POWER_KW: &str = "heat_pump_power_kw";
     /// Outdoor dry-bulb temperature, °C.
     pub const OUTDOOR_DRY_BULB_C: &str = "outdoor_dry_bulb_c";
     /// Outdoor wet-bulb temperature, °C.
@@ -391,8 +393,8 @@ pub const TANK: &[PointSpec] = &[
         Optional,
         "°C",
         Range::Plausible,
-        "the process image's tank state",
-        "read as a bad value",
+        "the process image's tank state; the tank pressure guard's second path (through the fluid's saturation curve: acted on where it and the gauge are more than 1 kPa apart, smoothed over 10 min, and when the gauge is lost); `coordinated`'s over-limit check (the same cross-check); trim-respond's tank pressure when the gauge is lost; the twin's check of the gauge",
+        "read as a bad value (the guard then has the gauge alone, and says so)",
     ),
     read(
         tank::FLUID_LEVEL_PCT,
@@ -483,6 +485,14 @@ pub const FACILITY: &[PointSpec] = &[
         Range::None,
         "the hall's measured cooling power (trim-respond's facility trim), the twin, the page",
         "trim-respond never trims the hall's facility water warmer (it cannot judge the trim)",
+    ),
+    read(
+        facility::HEAT_PUMP_POWER_KW,
+        Optional,
+        "kW",
+        Range::None,
+        "the twin (a heat-reuse heat pump's power is a load it cannot learn from the weather: it subtracts it from the facility meter)",
+        "read as a bad value: on a heat-reuse site the twin then learns the heat pump into the rest of the overhead",
     ),
     read(
         facility::FAN_SPEED_PCT,

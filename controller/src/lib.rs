@@ -467,10 +467,12 @@ impl Controller {
                 Severity::Warning,
                 format!(
                     "{name}: tank pressure gauge reads {g}, its pool thermometer {p} through the fluid's saturation curve: \
-                     {:.1} kPa apart over the last {:.0} min (tolerance {TANK_CROSSCHECK_KPA} kPa), one of them is wrong; \
-                     the guard acts on the higher (check both)",
+                     {:.1} kPa apart now, {:.1} kPa smoothed over {:.0} min (tolerance {TANK_CROSSCHECK_KPA} kPa, \
+                     {} kPa in one reading), one of them is wrong; the guard acts on the higher (check both)",
+                    self.tank_checks[c].last_kpa().abs(),
                     self.tank_checks[c].smoothed_kpa().unwrap_or(f64::NAN).abs(),
-                    TANK_CROSSCHECK_TAU_S / 60.0
+                    TANK_CROSSCHECK_TAU_S / 60.0,
+                    3.0 * TANK_CROSSCHECK_KPA
                 ),
             ),
             TankPaths::GaugeLost => (
@@ -487,9 +489,13 @@ impl Controller {
                     "{name}: tank pressure unknown (gauge and pool thermometer unusable): the guard holds what it last decided"
                 ),
             ),
-            TankPaths::Agree => (
+            TankPaths::Agree if prev == TankPaths::Disagree => (
                 Severity::Info,
                 format!("{name}: tank pressure gauge ({g}) and pool thermometer ({p}) agree again"),
+            ),
+            TankPaths::Agree => (
+                Severity::Info,
+                format!("{name}: tank pressure gauge ({g}) and pool thermometer ({p}) both usable again"),
             ),
         };
         self.event(now_s, severity, msg);
@@ -1530,14 +1536,31 @@ mod tests {
         );
         assert!(!ev.iter().any(|e| e.message.contains("released")), "{ev:?}");
         assert_eq!(c.setpoints().cdus[0].flow_lpm, full);
-        // Back, agreeing at 1 kPa: the guard releases and the paths agree again.
-        c.tick(240.0, &img(&c, 240.0, Some(1.0), Some(1.0)));
+        // Back after a minute, both at 1 kPa: the guard releases (neither path says more), but
+        // a minute's loss does not wipe what the cross-check learned: the paths stay apart
+        // until the smoothed disagreement has decayed, then agree again.
+        let mut t = 240.0;
+        c.tick(t, &img(&c, t, Some(1.0), Some(1.0)));
         let ev = tank_events(&mut c);
-        assert!(ev.iter().any(|e| e.message.contains("agree again")), "{ev:?}");
         assert!(ev.iter().any(|e| e.message.contains("guard released")), "{ev:?}");
-        // A gauge reading high against a cool pool: the disagreement is reported and the guard
-        // acts on the gauge (the higher), as before the cross-check.
-        c.tick(300.0, &img(&c, 300.0, Some(high), Some(1.0)));
+        assert!(ev.iter().any(|e| e.message.contains("one of them is wrong")), "{ev:?}");
+        let agree_again = |c: &mut Controller, t: &mut f64, g: f64, p: f64| {
+            for _ in 0..100 {
+                *t += 60.0;
+                c.tick(*t, &img(c, *t, Some(g), Some(p)));
+                if tank_events(c).iter().any(|e| e.message.contains("agree again")) {
+                    return true;
+                }
+            }
+            false
+        };
+        let t0 = t;
+        assert!(agree_again(&mut c, &mut t, 1.0, 1.0));
+        assert!(t - t0 > 600.0, "together again after {} s", t - t0);
+        // A gauge reading high against a cool pool: one reading past 3 kPa is apart at once, and
+        // the guard acts on the gauge (the higher), as before the cross-check.
+        t += 60.0;
+        c.tick(t, &img(&c, t, Some(high), Some(1.0)));
         let ev = tank_events(&mut c);
         assert!(ev.iter().any(|e| e.message.contains("one of them is wrong")), "{ev:?}");
         assert!(
@@ -1545,16 +1568,7 @@ mod tests {
                 .any(|e| e.message.contains(&format!("tank at {high:.1} kPa,"))),
             "{ev:?}"
         );
-        // Agreeing again: the smoothed disagreement decays under half the tolerance within
-        // minutes, and the paths are together again.
-        let mut t = 300.0;
-        let mut back = false;
-        while t < 1200.0 && !back {
-            t += 60.0;
-            c.tick(t, &img(&c, t, Some(1.0), Some(1.0)));
-            back = tank_events(&mut c).iter().any(|e| e.message.contains("agree again"));
-        }
-        assert!(back && t > 360.0, "together again at {t} s");
+        assert!(agree_again(&mut c, &mut t, 1.0, 1.0));
         // A disagreement within the tolerance, held for an hour, is none.
         for _ in 0..60 {
             t += 60.0;
@@ -1575,6 +1589,44 @@ mod tests {
             }
         }
         assert!(named.is_some_and(|k| k > 0), "named after {named:?} ticks");
+        assert!(agree_again(&mut c, &mut t, 1.0, 1.0));
+        // A gauge 2 kPa low under a tank at 85 % of its relief pressure that drops out one tick in
+        // five: once apart the guard stays on, gauge or no gauge, and the operator hears of each
+        // loss of the gauge and each return, not of a flapping guard.
+        let (truth, low) = (0.85 * relief, 0.85 * relief - 2.0);
+        let mut guard_events = 0;
+        let mut on_at = None;
+        for k in 0..120 {
+            t += 60.0;
+            let gauge = (k % 5 != 4).then_some(low);
+            c.tick(t, &img(&c, t, gauge, Some(truth)));
+            let ev = tank_events(&mut c);
+            guard_events += ev
+                .iter()
+                .filter(|e| {
+                    e.message.contains("colder condenser water, full flow") || e.message.contains("guard released")
+                })
+                .count();
+            if on_at.is_none() && ev.iter().any(|e| e.message.contains("colder condenser water")) {
+                on_at = Some(k);
+            }
+        }
+        assert!(on_at.is_some_and(|k| k < 15), "guard on after {on_at:?} ticks");
+        assert_eq!(guard_events, 1, "the guard flapped");
+        assert_eq!(c.setpoints().cdus[0].flow_lpm, full);
+        assert!(agree_again(&mut c, &mut t, 1.0, 1.0));
+        // Readings either side of the one-reading trigger, every 5 s: apart once, not every tick.
+        let mut parted = 0;
+        for k in 0..20 {
+            t += 5.0;
+            let d = if k % 2 == 0 { 3.1 } else { 2.9 } * TANK_CROSSCHECK_KPA;
+            c.tick(t, &img(&c, t, Some(1.0), Some(1.0 + d)));
+            parted += tank_events(&mut c)
+                .iter()
+                .filter(|e| e.message.contains("one of them is wrong") || e.message.contains("agree again"))
+                .count();
+        }
+        assert_eq!(parted, 1);
     }
 
     #[test]

@@ -161,6 +161,10 @@ pub struct FacilityMeasurement {
     pub pump_power_kw: Reading,
     /// Chiller electric power, kW.
     pub chiller_power_kw: Reading,
+    /// Electric power of the heat-reuse heat pump, kW (0 where the hall has none; a load that
+    /// follows district heating's demand, not the cooling).
+    #[serde(default)]
+    pub heat_pump_power_kw: Reading,
     /// Outdoor dry-bulb at the plant's weather station, °C.
     pub outdoor_dry_bulb_c: Reading,
     /// Outdoor wet-bulb at the plant's weather station, °C.

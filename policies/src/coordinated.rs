@@ -487,6 +487,9 @@ struct TankModel {
     sums: [f64; 6],
     /// Range of `q^−0.8` seen.
     x_seen: (f64, f64),
+    /// Per CDU: its tank's gauge cross-checked against its pool thermometer (as the
+    /// controller's guard does), so a gauge reading low does not hide a tank over its limit.
+    checks: Vec<crate::TankCrossCheck>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -562,6 +565,7 @@ impl TankModel {
             })
             .collect();
         tanks.iter().any(Option::is_some).then_some(Self {
+            checks: vec![crate::TankCrossCheck::default(); tanks.len()],
             tanks,
             sums: [0.0; 6],
             x_seen: (f64::INFINITY, f64::NEG_INFINITY),
@@ -580,6 +584,9 @@ impl TankModel {
             let (Some(x), Some(lim)) = (m.cdus.get(c), l.cdus.get(c)) else {
                 continue;
             };
+            if self.tanks[c].is_some() {
+                self.checks[c].update(now_s, &lim.tank_pressure(x.tank.as_ref(), now_s, stale_s));
+            }
             let Some(tank) = x.tank else { continue };
             let fresh = |r: &coolplane_core::signals::Reading| r.usable(now_s, stale_s);
             if fresh(&x.supply_temp_c) && fresh(&x.return_temp_c) && fresh(&x.flow_lpm) && fresh(&tank.pool_temp_c) {
@@ -735,8 +742,9 @@ struct Bound {
     design_load_kw: Vec<f64>,
     /// Two-phase immersion tanks' condensers (None: no tank on the site).
     tanks: Option<TankModel>,
-    /// A heat-reuse heat pump draws on the facility return water (its power is not metered
-    /// apart, so the cooling model cannot see what colder water costs it).
+    /// A heat-reuse heat pump draws on the facility return water (its power is metered apart,
+    /// but the cooling model has no model of its COP against the water temperature, so it
+    /// cannot see what colder water costs it).
     heat_reuse: bool,
     /// A refit that failed since the last plan (the models before it are kept), for the plan.
     refit_note: Option<String>,
@@ -1197,13 +1205,13 @@ impl Coordinated {
         let tank_over: Option<(usize, f64, f64)> = b.tanks.as_ref().and_then(|tm| {
             tm.tanks.iter().enumerate().find_map(|(c, side)| {
                 let side = (*side)?;
-                // The gauge, or the pool thermometer when the gauge is lost (the controller's
-                // guard cross-checks the two).
-                let pr = l
-                    .cdus
-                    .get(c)?
-                    .tank_pressure(m.cdus.get(c)?.tank.as_ref(), input.now_s, self.params.stale_s)
-                    .gauge_or_pool()?;
+                // The gauge, or the higher of it and the pool thermometer while the two are
+                // apart, or the pool when the gauge is lost.
+                let pr = tm.checks.get(c)?.acted_on(&l.cdus.get(c)?.tank_pressure(
+                    m.cdus.get(c)?.tank.as_ref(),
+                    input.now_s,
+                    self.params.stale_s,
+                ))?;
                 (pr > side.p_limit_kpa).then_some((c, pr, side.p_limit_kpa))
             })
         });

@@ -80,16 +80,26 @@ impl TankPressure {
 
 /// The cross-check of one tank's two pressure paths over time (pure: time is an input).
 ///
-/// The gauge's disagreement with the pool thermometer is smoothed (exponentially, over
-/// [`TANK_CROSSCHECK_TAU_S`], from zero whenever both paths return): the paths are *apart*
-/// when the smoothed disagreement passes [`TANK_CROSSCHECK_KPA`] or one reading passes three
-/// times it, and together again when the smoothed disagreement is back under half of it. While
-/// they are apart the pressure acted on is the higher of the two (a gauge stuck or drifting low
-/// cannot hide a rising tank; one reading high costs colder water, not fluid); while they agree
-/// it is the gauge, so the sensors' noise changes nothing.
+/// The gauge's disagreement with the pool thermometer is smoothed exponentially over
+/// [`TANK_CROSSCHECK_TAU_S`] (from zero when the check starts): the paths are *apart* when the
+/// smoothed disagreement passes [`TANK_CROSSCHECK_KPA`], or when one reading passes three times
+/// it (the smoothed value then starts from that reading, so one reading does not come and go
+/// the next tick), and together again only when the smoothed disagreement is back under half
+/// of it. A path lost for a while keeps what was learned: the check starts afresh only after
+/// both paths have been missing together, or one of them, for longer than the time constant.
+/// While the paths are apart the pressure acted on is the higher of the two (a gauge stuck or
+/// drifting low cannot hide a rising tank; one reading high costs colder water, not fluid);
+/// while they agree it is the gauge, so the sensors' noise changes nothing.
+///
+/// It assumes the pool thermometer reads the saturation temperature, as one at the liquid's
+/// surface does; one deep in the pool reading warm would hold the paths apart (a standing
+/// warning and colder water, never a hidden rise).
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct TankCrossCheck {
+    /// (time of the last reading of both paths, smoothed gauge − pool, kPa).
     smoothed: Option<(f64, f64)>,
+    /// The last reading's gauge − pool, kPa.
+    last_kpa: f64,
     apart: bool,
 }
 
@@ -97,19 +107,30 @@ impl TankCrossCheck {
     /// Take this tick's readings at `now_s`.
     pub fn update(&mut self, now_s: f64, p: &TankPressure) {
         let (Some(g), Some(q)) = (p.gauge_kpa, p.from_pool_kpa) else {
-            *self = Self::default();
+            // A path is missing: keep what was learned through a short loss.
+            if self
+                .smoothed
+                .is_some_and(|(t, _)| (now_s - t).is_nan() || now_s - t > TANK_CROSSCHECK_TAU_S)
+            {
+                *self = Self::default();
+            }
             return;
         };
         let r = g - q;
+        self.last_kpa = r;
         let (last_s, e) = self.smoothed.unwrap_or((now_s, 0.0));
         let dt = now_s - last_s;
-        let e = if dt.is_finite() && dt > 0.0 {
+        let mut e = if dt.is_finite() && dt > 0.0 {
             e + (1.0 - (-dt / TANK_CROSSCHECK_TAU_S).exp()) * (r - e)
         } else {
             e
         };
-        self.smoothed = Some((if dt > 0.0 { now_s } else { last_s }, e));
-        if e.abs() > TANK_CROSSCHECK_KPA || r.abs() > 3.0 * TANK_CROSSCHECK_KPA {
+        if r.abs() > 3.0 * TANK_CROSSCHECK_KPA && r.abs() > e.abs() {
+            e = r;
+        }
+        let t = if dt.is_finite() && dt > 0.0 { now_s } else { last_s };
+        self.smoothed = Some((t, e));
+        if e.abs() > TANK_CROSSCHECK_KPA {
             self.apart = true;
         } else if e.abs() < 0.5 * TANK_CROSSCHECK_KPA {
             self.apart = false;
@@ -121,9 +142,15 @@ impl TankCrossCheck {
         self.apart
     }
 
-    /// The smoothed disagreement, gauge less pool, kPa (`None` while a path is unusable).
+    /// The smoothed disagreement, gauge less pool, kPa (`None` before both paths were read, or
+    /// after a long loss).
     pub fn smoothed_kpa(&self) -> Option<f64> {
         self.smoothed.map(|(_, e)| e)
+    }
+
+    /// The last reading's disagreement, gauge less pool, kPa.
+    pub fn last_kpa(&self) -> f64 {
+        self.last_kpa
     }
 
     /// The pressure to act on this tick: the gauge while the paths agree, the higher of the

@@ -386,14 +386,14 @@ fn simulate(
             let cal_model = model.get_or_insert_with(|| HallModel::from_twin(&twin, &fac));
             // Facility power predicted from IT, weather, setpoints and the calibrated pump curve.
             let pred =
-                coolplane_twin::whatif::facility_inputs(m).and_then(|[it, db, wb, sp, rest_m, pumps_m, fac_m]| {
+                coolplane_twin::whatif::facility_inputs(m).and_then(|[it, db, wb, sp, rest_m, pumps_m, fac_m, hp_m]| {
                     let (rest, other) = fac.predict(it, db, wb, sp, coolplane_twin::whatif::assist_on_fraction(m))?;
                     tr.parts[0] += rest;
                     tr.parts[1] += rest_m;
                     tr.parts[2] += other;
-                    tr.parts[3] += fac_m - it - rest_m - pumps_m;
+                    tr.parts[3] += fac_m - it - rest_m - pumps_m - hp_m;
                     tr.parts[4] += 1.0;
-                    let other_m = fac_m - it - rest_m - pumps_m;
+                    let other_m = fac_m - it - rest_m - pumps_m - hp_m;
                     let cal = twin.calibration();
                     let pumps: f64 = (0..m.cdus.len())
                         .map(|c| {
@@ -406,7 +406,8 @@ fn simulate(
                     let fac_now = plant.power().facility_w / 1e3;
                     tr.part_err_kw
                         .push([rest - rest_m, other - other_m, pumps - pumps_m, fac_m - fac_now]);
-                    Some(it + rest + other + pumps)
+                    // A metered heat-reuse heat pump is an input, as the IT load is.
+                    Some(it + rest + other + pumps + hp_m)
                 });
             if pred.is_none() {
                 tr.part_err_kw.push([f64::NAN; 4]);
@@ -484,7 +485,7 @@ fn m_it(plant: &Plant) -> f64 {
 
 /// The sensor faults injected in the test period; on a two-phase immersion site also a tank's
 /// pressure gauge drifting low (the one that would hide a rising tank).
-fn sensor_faults(gpus: u32, cdus: u32, tanks: bool) -> Vec<EventSpec> {
+fn sensor_faults(gpus: u32, cdus: u32, tank_cdus: &[u32]) -> Vec<EventSpec> {
     let c = |i: u32| i % cdus.max(1);
     let mk = |s: f64, e: f64, point, failure| EventSpec {
         start_h: s,
@@ -521,11 +522,11 @@ fn sensor_faults(gpus: u32, cdus: u32, tanks: bool) -> Vec<EventSpec> {
         mk(44.0, 48.0, SensorPoint::CduSupplyTemp(c(5)), SensorFailure::Sentinel),
         mk(50.0, 54.0, SensorPoint::CduFlow(c(7)), SensorFailure::Dropout),
     ];
-    if tanks {
+    if !tank_cdus.is_empty() {
         v.push(mk(
             10.0,
             46.0,
-            SensorPoint::TankPressure(c(9)),
+            SensorPoint::TankPressure(tank_cdus[9 % tank_cdus.len()]),
             SensorFailure::Drift { rate_per_h: -0.5 },
         ));
     }
@@ -605,7 +606,12 @@ pub fn eval(
     let faults = sensor_faults(
         np_probe.topo.gpu_count as u32,
         np_probe.topo.cdus.len() as u32,
-        np_probe.tank_saturation.iter().any(Option::is_some),
+        &np_probe
+            .tank_saturation
+            .iter()
+            .enumerate()
+            .filter_map(|(c, s)| s.map(|_| c as u32))
+            .collect::<Vec<_>>(),
     );
     let test_sc = scenario(
         o,
@@ -817,6 +823,7 @@ pub fn eval(
             dry_bulb_c: 25.0,
             wet_bulb_c: 20.0,
             assist_on_frac: 0.0,
+            heat_pump_kw: 0.0,
         };
         st.rack_it_kw.iter_mut().for_each(|v| {
             if !v.is_finite() {

@@ -1924,6 +1924,7 @@ impl Plant {
                 fan_power_kw: not_yet,
                 pump_power_kw: not_yet,
                 chiller_power_kw: not_yet,
+                heat_pump_power_kw: not_yet,
                 outdoor_dry_bulb_c: not_yet,
                 outdoor_wet_bulb_c: not_yet,
                 ..FacilityMeasurement::default()
@@ -2110,6 +2111,7 @@ impl Plant {
             m.fan_power_kw = Reading::good(q10(h.fans_w / 1000.0), t);
             m.pump_power_kw = Reading::good(q10(h.pumps_w / 1000.0), t);
             m.chiller_power_kw = Reading::good(q10(h.chiller_w / 1000.0), t);
+            m.heat_pump_power_kw = Reading::good(q10(h.heat_pump_w / 1000.0), t);
             m.outdoor_dry_bulb_c = Reading::good(q10(amb.dry_bulb_c), t);
             m.outdoor_wet_bulb_c = Reading::good(q10(amb.wet_bulb_c), t);
             m.local_fallback = h.fallback;

@@ -1140,6 +1140,7 @@ fn update_images(images: &[(Role, usize, Arc<Mutex<DeviceImage>>)], m: &Measurem
                     ("fan_power_kw", f.fan_power_kw),
                     ("pump_power_kw", f.pump_power_kw),
                     ("chiller_power_kw", f.chiller_power_kw),
+                    ("heat_pump_power_kw", f.heat_pump_power_kw),
                     ("outdoor_dry_bulb_c", f.outdoor_dry_bulb_c),
                     ("outdoor_wet_bulb_c", f.outdoor_wet_bulb_c),
                 ] {

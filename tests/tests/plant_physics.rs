@@ -2016,3 +2016,38 @@ fn energies_do_not_depend_on_splitting_a_step_at_command_arrivals() {
     }
     assert!(a.cooling_energy_kwh > 0.0 && a.rejection_fan_energy_kwh > 0.0);
 }
+
+/// The heat-reuse heat pump's power is reported by the facility water system as the plant
+/// draws it: at full district-heating demand in cold weather, at the summer fraction when warm,
+/// and 0 in a hall with no heat pump.
+#[test]
+fn the_heat_pump_meter_reads_what_the_heat_pump_draws() {
+    let site = builtin_site("supernode-640").unwrap();
+    assert!(
+        site.halls[0].facility.heat_reuse.is_some(),
+        "premise: a heat-reuse site"
+    );
+    let mut plant = Plant::new(&site, 1).unwrap();
+    load_all(&mut plant, 0.8);
+    let acts = heartbeats(&plant);
+    let mut read = |db: f64| {
+        run(&mut plant, 10.0, 1800.0, &weather_wb(db, db - 4.0), &acts);
+        let m = plant.measurements().facilities[0];
+        let truth_kw = plant.power().heat_pump_w / 1000.0;
+        assert_eq!(m.heat_pump_power_kw.quality, coolplane_core::signals::Quality::Good);
+        assert!(
+            (m.heat_pump_power_kw.value - truth_kw).abs() <= 0.05 + 1e-9,
+            "meter {} kW, heat pump {truth_kw} kW at {db} °C",
+            m.heat_pump_power_kw.value
+        );
+        truth_kw
+    };
+    let (cold, warm) = (read(5.0), read(25.0));
+    assert!(cold > 2.0 * warm && warm > 0.0, "cold {cold} kW, warm {warm} kW");
+    let site = builtin_site("hall-10k").unwrap();
+    let mut plant = Plant::new(&site, 1).unwrap();
+    load_all(&mut plant, 0.5);
+    let acts = heartbeats(&plant);
+    run(&mut plant, 10.0, 600.0, &weather_wb(5.0, 1.0), &acts);
+    assert_eq!(plant.measurements().facilities[0].heat_pump_power_kw.value, 0.0);
+}

@@ -99,8 +99,9 @@ impl Default for FacilityModel {
 }
 
 /// Facility-level inputs read from a snapshot: (IT kW, dry-bulb, wet-bulb, facility setpoint,
-/// metered rest-of-cooling kW, CDU pumps kW, facility kW); `None` when any is missing.
-pub fn facility_inputs(m: &Measurements) -> Option<[f64; 7]> {
+/// metered rest-of-cooling kW, CDU pumps kW, facility kW, metered heat-reuse heat pumps kW);
+/// `None` when any is missing ([`heat_pumps_kw`]: a heat pump no map reads counts 0).
+pub fn facility_inputs(m: &Measurements) -> Option<[f64; 8]> {
     let ok = |r: &coolplane_core::signals::Reading| r.quality != Quality::Bad && r.value.is_finite();
     let f0 = m.facilities.first()?;
     if !(ok(&m.meter.it_power_kw)
@@ -134,7 +135,25 @@ pub fn facility_inputs(m: &Measurements) -> Option<[f64; 7]> {
         rest,
         pumps,
         m.meter.facility_power_kw.value,
+        heat_pumps_kw(m)?,
     ])
+}
+
+/// The halls' metered heat-reuse heat pumps, kW. A hall whose map has no such point (a reading
+/// never taken: bad, at −∞) counts 0, its heat pump, if any, then learned into the rest of the
+/// overhead; a mapped meter whose reading is unusable (bad, a sentinel) makes it `None`, so that
+/// a sample with the heat pump in an unknown state is neither learned from nor scored.
+pub fn heat_pumps_kw(m: &Measurements) -> Option<f64> {
+    let mut sum = 0.0;
+    for f in &m.facilities {
+        let r = f.heat_pump_power_kw;
+        if r.quality != Quality::Bad && r.value.is_finite() {
+            sum += r.value;
+        } else if r.t_s != f64::NEG_INFINITY {
+            return None;
+        }
+    }
+    Some(sum)
 }
 
 impl FacilityModel {
@@ -153,11 +172,13 @@ impl FacilityModel {
 
     /// Add one snapshot.
     pub fn observe(&mut self, m: &Measurements) {
-        if let Some([it, db, wb, sp, rest, pumps, fac]) = facility_inputs(m) {
+        if let Some([it, db, wb, sp, rest, pumps, fac, hp]) = facility_inputs(m) {
             let air = coil_air_c(db, wb, self.assist_eff, assist_on_fraction(m));
             self.cooling.push(&facility_features(it, air, wb, sp), rest);
+            // A metered heat pump is a load of district heating's, not of the weather the
+            // features see: it is subtracted, not learned.
             self.other
-                .push(&facility_features(it, db, wb, sp), fac - it - rest - pumps);
+                .push(&facility_features(it, db, wb, sp), fac - it - rest - pumps - hp);
         }
     }
     /// Fit both models.
@@ -216,6 +237,10 @@ pub struct HallState {
     /// Share of the halls whose adiabatic assist runs, 0–1.
     #[serde(default)]
     pub assist_on_frac: f64,
+    /// Metered heat-reuse heat pumps, kW (held over the horizon: they follow district
+    /// heating's demand, which no candidate changes).
+    #[serde(default)]
+    pub heat_pump_kw: f64,
 }
 
 /// What a candidate leads to.
@@ -477,7 +502,7 @@ impl HallModel {
                 None => (f64::NAN, f64::NAN),
             };
             out.cooling_kw += pumps + rest;
-            out.facility_kw += it + pumps + rest + other;
+            out.facility_kw += it + pumps + rest + other + st.heat_pump_kw;
             out.it_kw += it;
         }
         let n = steps as f64;
@@ -532,6 +557,7 @@ pub fn hall_state(twin: &Twin, m: &Measurements) -> HallState {
         dry_bulb_c: m.facilities.first().map_or(f64::NAN, |f| f.outdoor_dry_bulb_c.value),
         wet_bulb_c: m.facilities.first().map_or(f64::NAN, |f| f.outdoor_wet_bulb_c.value),
         assist_on_frac: assist_on_fraction(m),
+        heat_pump_kw: heat_pumps_kw(m).unwrap_or(0.0),
     }
 }
 
@@ -602,6 +628,58 @@ mod facility_tests {
         assert_eq!(coil_air_c(30.0, 20.0, 0.8, 0.5), 26.0);
         assert_eq!(coil_air_c(30.0, 20.0, 0.0, 1.0), 30.0);
     }
+
+    /// A heat-reuse heat pump follows district heating's demand, not the weather the features
+    /// see: trained in a warm week (it runs at a fifth of its capacity) and tested in a cold one
+    /// (full demand), the rest of the overhead is right only with the heat pump metered and
+    /// subtracted; learned into the overhead it is off by most of the difference.
+    #[test]
+    fn a_metered_heat_pump_is_subtracted_not_learned() {
+        let hp_at = |db: f64| if db < 15.0 { 300.0 } else { 60.0 };
+        let snap_hp = |it: f64, db: f64, metered: bool| {
+            let mut m = snap(it, db, db - 5.0, 30.0, false);
+            let hp = hp_at(db);
+            m.meter.facility_power_kw.value += hp;
+            m.facilities[0].heat_pump_power_kw = if metered {
+                Reading::good(hp, 0.0)
+            } else {
+                // As the adapters read a point the map does not have.
+                Reading {
+                    value: f64::NAN,
+                    t_s: f64::NEG_INFINITY,
+                    quality: coolplane_core::signals::Quality::Bad,
+                }
+            };
+            m
+        };
+        let mut with = FacilityModel::default();
+        let mut without = FacilityModel::default();
+        for k in 0..2000 {
+            let it = 12_000.0 + 2_000.0 * ((k * 7 % 13) as f64 / 12.0);
+            let db = 18.0 + 15.0 * ((k * 5 % 17) as f64 / 16.0);
+            with.observe(&snap_hp(it, db, true));
+            without.observe(&snap_hp(it, db, false));
+        }
+        with.fit().unwrap();
+        without.fit().unwrap();
+        let (mut e_with, mut e_without) = (0.0f64, 0.0f64);
+        for k in 0..50 {
+            let (it, db) = (13_000.0 + 10.0 * k as f64, 2.0 + 0.1 * k as f64);
+            let m = snap_hp(it, db, true);
+            let [_, _, wb, sp, rest, pumps, fac, hp] = super::facility_inputs(&m).unwrap();
+            let truth_other = fac - it - rest - pumps - hp;
+            e_with = e_with.max((with.predict(it, db, wb, sp, 0.0).unwrap().1 - truth_other).abs());
+            // Unmetered, the heat pump is inside the overhead the model predicts.
+            e_without = e_without.max((without.predict(it, db, wb, sp, 0.0).unwrap().1 - (truth_other + hp)).abs());
+        }
+        assert!(e_with < 1.0, "with the heat pump metered: off by {e_with} kW");
+        assert!(e_without > 100.0, "learned into the overhead: off by {e_without} kW");
+        // A mapped meter that fails: the sample is skipped, not scored with the heat pump at 0.
+        let mut m = snap_hp(13_000.0, 5.0, true);
+        m.facilities[0].heat_pump_power_kw.quality = coolplane_core::signals::Quality::Bad;
+        assert!(super::facility_inputs(&m).is_none());
+        assert_eq!(super::heat_pumps_kw(&snap_hp(13_000.0, 5.0, false)), Some(0.0));
+    }
 }
 
 #[cfg(test)]
@@ -658,6 +736,7 @@ mod offset_free_tests {
             dry_bulb_c: 20.0,
             wet_bulb_c: 15.0,
             assist_on_frac: 0.0,
+            heat_pump_kw: 0.0,
         }
     }
 
