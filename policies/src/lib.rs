@@ -85,8 +85,10 @@ impl TankPressure {
 /// smoothed disagreement passes [`TANK_CROSSCHECK_KPA`], or when one reading passes three times
 /// it (the smoothed value then starts from that reading, so one reading does not come and go
 /// the next tick), and together again only when the smoothed disagreement is back under half
-/// of it. A path lost for a while keeps what was learned: the check starts afresh only after
-/// both paths have been missing together, or one of them, for longer than the time constant.
+/// of it. A lost path forgets nothing: when both are read again the smoothing moves by the time
+/// since they last were, so after a short loss what was learned stands and after a long one the
+/// first reading decides (a gauge known to be lying is never trusted again merely because it
+/// was away).
 /// While the paths are apart the pressure acted on is the higher of the two (a gauge stuck or
 /// drifting low cannot hide a rising tank; one reading high costs colder water, not fluid);
 /// while they agree it is the gauge, so the sensors' noise changes nothing.
@@ -107,13 +109,6 @@ impl TankCrossCheck {
     /// Take this tick's readings at `now_s`.
     pub fn update(&mut self, now_s: f64, p: &TankPressure) {
         let (Some(g), Some(q)) = (p.gauge_kpa, p.from_pool_kpa) else {
-            // A path is missing: keep what was learned through a short loss.
-            if self
-                .smoothed
-                .is_some_and(|(t, _)| (now_s - t).is_nan() || now_s - t > TANK_CROSSCHECK_TAU_S)
-            {
-                *self = Self::default();
-            }
             return;
         };
         let r = g - q;
@@ -142,8 +137,7 @@ impl TankCrossCheck {
         self.apart
     }
 
-    /// The smoothed disagreement, gauge less pool, kPa (`None` before both paths were read, or
-    /// after a long loss).
+    /// The smoothed disagreement, gauge less pool, kPa (`None` before both paths were read).
     pub fn smoothed_kpa(&self) -> Option<f64> {
         self.smoothed.map(|(_, e)| e)
     }
@@ -882,6 +876,46 @@ mod tests {
     use super::*;
     use coolplane_core::signals::{CduMeasurement, RackMeasurement, Reading};
     use coolplane_core::site::builtin_site;
+
+    /// A gauge found lying is not trusted again because it was away for an hour: the first
+    /// readings after the loss decide. One that comes back honest is together again at once.
+    #[test]
+    fn a_tank_cross_check_remembers_a_lying_gauge_through_a_loss() {
+        let both = |g: f64, p: f64| TankPressure {
+            gauge_kpa: Some(g),
+            from_pool_kpa: Some(p),
+        };
+        let mut c = TankCrossCheck::default();
+        let mut t = 0.0;
+        for _ in 0..30 {
+            t += 60.0;
+            c.update(t, &both(1.0, 3.0));
+        }
+        assert!(c.apart());
+        assert_eq!(c.acted_on(&both(1.0, 3.0)), Some(3.0));
+        // The gauge lost for an hour: the pool alone is acted on, and nothing is forgotten.
+        let lost = TankPressure {
+            gauge_kpa: None,
+            from_pool_kpa: Some(3.0),
+        };
+        for _ in 0..60 {
+            t += 60.0;
+            c.update(t, &lost);
+            assert_eq!(c.acted_on(&lost), Some(3.0));
+        }
+        assert!(c.apart());
+        // Back, still 2 kPa low: still apart, the higher acted on.
+        let mut back = c;
+        back.update(t + 60.0, &both(1.0, 3.0));
+        assert!(back.apart());
+        assert_eq!(back.acted_on(&both(1.0, 3.0)), Some(3.0));
+        // Back honest: together at once (after an hour the first reading decides).
+        c.update(t + 60.0, &both(3.0, 3.0));
+        assert!(!c.apart());
+        assert_eq!(c.acted_on(&both(3.0, 3.1)), Some(3.0));
+        // Neither path: nothing to act on.
+        assert_eq!(c.acted_on(&TankPressure::default()), None);
+    }
 
     fn image(topo: &Topology, gpu_max: f64, valve: f64, t: f64) -> Measurements {
         Measurements {
