@@ -219,6 +219,9 @@ pub struct PlanPrediction {
     pub work_gpu_s_per_s: f64,
     /// Facility energy per unit of work, kWh per GPU-hour.
     pub kwh_per_gpu_h: f64,
+    /// Heat-reuse heat pumps, kW (inside the facility power, not cooling; 0 without one).
+    #[serde(default)]
+    pub heat_pump_kw: f64,
 }
 
 /// The 15-minute energy plan: what the policy will hold, what it expects, and why.
@@ -729,6 +732,46 @@ impl TankModel {
     }
 }
 
+/// A heat-reuse heat pump's nameplate: it lifts heat from the facility return water to the
+/// district-heating delivery temperature, at a fraction of the Carnot heating COP.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct HeatPumpPlate {
+    /// Delivery temperature, °C.
+    pub delivery_c: f64,
+    /// Fraction of the Carnot heating COP achieved.
+    pub carnot_efficiency: f64,
+}
+
+impl From<&coolplane_core::site::HeatReuse> for HeatPumpPlate {
+    fn from(hr: &coolplane_core::site::HeatReuse) -> Self {
+        Self {
+            delivery_c: hr.delivery_c,
+            carnot_efficiency: hr.carnot_efficiency,
+        }
+    }
+}
+
+impl HeatPumpPlate {
+    /// Heating COP drawing on source water at `source_c`, °C (within 1.5–8, the range of
+    /// heat pumps' data sheets: a lift of a few kelvin is not a COP of 50).
+    pub fn cop(&self, source_c: f64) -> f64 {
+        let t_hot = self.delivery_c + KELVIN;
+        let lift = (self.delivery_c - source_c).max(1.0);
+        (self.carnot_efficiency * t_hot / lift).clamp(1.5, 8.0)
+    }
+
+    /// Electric power, kW, for the heat it delivers with `kw_now` metered at source water
+    /// `source_now_c`, were the source water at `source_c`: the heat taken from the water is
+    /// what district heating asks for, not what the water temperature allows, so the power
+    /// scales as 1 / (COP − 1) (heat from the water = power × (COP − 1)).
+    pub fn power_kw(&self, kw_now: f64, source_now_c: f64, source_c: f64) -> f64 {
+        kw_now * (self.cop(source_now_c) - 1.0) / (self.cop(source_c) - 1.0)
+    }
+}
+
+/// 0 °C in kelvin.
+const KELVIN: f64 = 273.15;
+
 #[derive(Debug, Clone)]
 struct Bound {
     cooling: CoolingModel,
@@ -742,10 +785,9 @@ struct Bound {
     design_load_kw: Vec<f64>,
     /// Two-phase immersion tanks' condensers (None: no tank on the site).
     tanks: Option<TankModel>,
-    /// A heat-reuse heat pump draws on the facility return water (its power is metered apart,
-    /// but the cooling model has no model of its COP against the water temperature, so it
-    /// cannot see what colder water costs it).
-    heat_reuse: bool,
+    /// Per hall: the nameplate of a heat-reuse heat pump drawing on the facility return water
+    /// (None: no heat pump in that hall).
+    heat_pumps: Vec<Option<HeatPumpPlate>>,
     /// A refit that failed since the last plan (the models before it are kept), for the plan.
     refit_note: Option<String>,
     fac_seen: Option<(f64, f64)>,
@@ -1230,6 +1272,28 @@ impl Coordinated {
         let pump_base = pump_fit.predict(&pump_features(flow_now));
         let other_base = model.facility_kw(it_now, db, wb, f_keep, assist_on_fraction(m))?.1;
         let cooling_now = cdu_pumps_now + rej_now + pump_now;
+        // Heat-reuse heat pumps as metered, each with the return water it draws on: a candidate's
+        // heat pumps are today's power at the COP of the return water it predicts (the change
+        // in facility supply plus the change in the facility rise). None where a hall has a
+        // heat pump whose meter or return water cannot be read: what colder water costs it is
+        // then unknown, and the facility water is not taken below design.
+        let heat_pumps_now: Option<Vec<(HeatPumpPlate, f64, f64)>> = b
+            .heat_pumps
+            .iter()
+            .enumerate()
+            .filter_map(|(h, hp)| hp.map(|hp| (h, hp)))
+            .map(|(h, hp)| {
+                let f = m.facilities.get(h)?;
+                let ok = |r: &coolplane_core::signals::Reading| r.quality != Quality::Bad && r.value.is_finite();
+                (ok(&f.heat_pump_power_kw) && ok(&f.return_temp_c)).then_some((
+                    hp,
+                    f.heat_pump_power_kw.value.max(0.0),
+                    f.return_temp_c.value,
+                ))
+            })
+            .collect();
+        let heat_pump_blind = b.heat_pumps.iter().any(Option::is_some) && heat_pumps_now.is_none();
+        let heat_pump_kw_now: f64 = heat_pumps_now.iter().flatten().map(|x| x.1).sum();
         let cdu_pumps_base: f64 = (0..nc).map(|c| model.cdu_pump_kw(c, q_now[c])).sum();
         let (flow_lo, flow_hi) = cm.flow_seen;
         // Heat-rejection modes: dry and adiabatic are predicted from the air model at the coil
@@ -1278,12 +1342,20 @@ impl Coordinated {
             // temperature is not physical (it comes from the weather), so it is held at today's.
             let other = other_now + model.facility_kw(it, db, wb, f_keep, assist_on_fraction(m))?.1 - other_base;
             let cooling = cdu_pumps + rej + pump;
-            let facility = it + cooling + other;
+            let d_return = fac + dtf - (f_keep + dtf_base);
+            let heat_pump = heat_pump_kw_now
+                + heat_pumps_now
+                    .iter()
+                    .flatten()
+                    .map(|(hp, kw, ret)| hp.power_kw(*kw, *ret, ret + d_return) - kw)
+                    .sum::<f64>();
+            let facility = it + cooling + other - heat_pump_kw_now + heat_pump;
             let work = gs.work.max(1e-9);
             Some(PlanPrediction {
                 facility_kw: facility,
                 it_kw: it,
                 cooling_kw: cooling,
+                heat_pump_kw: heat_pump,
                 pue: facility / it.max(1e-9),
                 hottest_gpu_c: gs.hottest,
                 hottest_at_tdp_c: gs.at_tdp,
@@ -1371,9 +1443,9 @@ impl Coordinated {
                 }
                 let fac_max = f_hi.min(s - gap).min(seen_hi + p.facility_explore_k);
                 let mut fac_min = f_lo.max(seen_lo - p.facility_explore_k);
-                if b.heat_reuse {
-                    // Colder facility water raises the heat pump's lift, which the model cannot
-                    // see: never below the design setpoint on a heat-reuse site.
+                if heat_pump_blind {
+                    // Colder facility water raises the heat pump's lift, which is unknown while
+                    // its meter or the return water cannot be read: never below design.
                     fac_min = fac_min.max(f_design);
                 }
                 let mut fac = fac_max.floor();
@@ -1420,6 +1492,11 @@ impl Coordinated {
         }
         let mut reasons = Vec::new();
         reasons.extend(refit_note);
+        if heat_pump_blind {
+            reasons.push(format!(
+                "heat-reuse heat pump: its power meter or the facility return water cannot be read, so what colder water costs it is unknown: facility water not below its design {f_design:.0} °C"
+            ));
+        }
         let keep_ok = tank_over.is_none()
             && keep.is_some()
             && feasible(&keep_gs)
@@ -1463,6 +1540,13 @@ impl Coordinated {
                         (pred.work_gpu_s_per_s / k.work_gpu_s_per_s - 1.0) * 100.0,
                         (pred.kwh_per_gpu_h / k.kwh_per_gpu_h - 1.0) * 100.0
                     ));
+                    if heat_pumps_now.as_ref().is_some_and(|v| !v.is_empty()) {
+                        reasons.push(format!(
+                            "heat-reuse heat pump {:.1} → {:.1} kW at the return water the move predicts (its COP from the nameplate's delivery temperature and share of Carnot; the heat it takes is what district heating asks for)",
+                            k.heat_pump_kw,
+                            pred.heat_pump_kw
+                        ));
+                    }
                     if !keep_ok {
                         reasons.push("the setpoints in force break a limit the plan keeps (hottest-GPU margin, facility approach or a tank's pressure): moving".into());
                     }
@@ -1679,7 +1763,8 @@ impl Coordinated {
         // PUE stay as compared.
         let at_load = |x: PlanPrediction| match scale {
             Some(r) => PlanPrediction {
-                facility_kw: x.facility_kw * r,
+                // The heat pump delivers what district heating asks for, not in proportion to IT.
+                facility_kw: (x.facility_kw - x.heat_pump_kw) * r + x.heat_pump_kw,
                 it_kw: x.it_kw * r,
                 cooling_kw: x.cooling_kw * r,
                 work_gpu_s_per_s: x.work_gpu_s_per_s * r,
@@ -1780,11 +1865,15 @@ impl Policy for Coordinated {
             design_load_kw.push(spec.design_load_kw);
         }
         let tanks = TankModel::bind(site, topo, self.params.tank_pressure_frac);
-        let heat_reuse = topo
-            .halls
-            .iter()
-            .enumerate()
-            .any(|(h, _)| topo.hall_spec(site, h).facility.heat_reuse.is_some());
+        let heat_pumps = (0..topo.halls.len())
+            .map(|h| {
+                topo.hall_spec(site, h)
+                    .facility
+                    .heat_reuse
+                    .as_ref()
+                    .map(HeatPumpPlate::from)
+            })
+            .collect();
         // Pads' nameplate effectiveness (the mean over halls that have them).
         let mut cooling = CoolingModel::new();
         cooling.assist_eff = pads_effectiveness(site, topo);
@@ -1800,7 +1889,7 @@ impl Policy for Coordinated {
             approach_k,
             design_load_kw,
             tanks,
-            heat_reuse,
+            heat_pumps,
             refit_note: None,
             fac_seen: None,
             // Held over up to an hour of empty steps: a slow loop of up to an hour leaves them.
