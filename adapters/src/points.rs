@@ -491,8 +491,8 @@ pub const FACILITY: &[PointSpec] = &[
         Optional,
         "kW",
         Range::None,
-        "the twin (a heat-reuse heat pump's power is a load it cannot learn from the weather: it subtracts it from the facility meter)",
-        "read as a bad value: on a heat-reuse site the twin then learns the heat pump into the rest of the overhead",
+        "the twin (a heat-reuse heat pump's power is a load it cannot learn from the weather: it subtracts it from the facility meter), `coordinated` (its power at each candidate's return water), MQTT operator state, history, metrics and the web page (apart from the losses)",
+        "read as a bad value: on a heat-reuse site the twin then learns the heat pump into the rest of the overhead, `coordinated` keeps the facility water at or above design, and the operator's losses include it",
     ),
     read(
         facility::FAN_SPEED_PCT,

@@ -420,6 +420,7 @@ impl DaemonMetrics {
                 ("facility", s.site.facility_kw),
                 ("it", s.site.it_kw),
                 ("cooling", s.site.cooling_kw),
+                ("heat_pump", s.site.heat_pump_kw),
                 ("loss", s.site.loss_kw),
             ]
             .iter()
@@ -428,7 +429,7 @@ impl DaemonMetrics {
             o.family(
                 "coolplane_site_power_watts",
                 "gauge",
-                "Site power by part: facility (utility meter), IT, cooling, losses and the rest.",
+                "Site power by part: facility (utility meter), IT, cooling, heat-reuse heat pumps (where reported), losses and the rest.",
                 &parts,
             );
             o.family(

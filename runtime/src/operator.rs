@@ -158,6 +158,21 @@ pub fn cooling_kw(m: &Measurements, now_s: f64, stale_after_s: f64) -> f64 {
     sum
 }
 
+/// Heat-reuse heat pumps, kW: a hall whose map has no such point (never read) counts 0; NaN
+/// when a mapped one is bad or stale (its power would otherwise hide in the losses).
+pub fn heat_pump_kw(m: &Measurements, now_s: f64, stale_after_s: f64) -> f64 {
+    let mut sum = 0.0;
+    for f in &m.facilities {
+        let r = &f.heat_pump_power_kw;
+        if r.usable(now_s, stale_after_s) {
+            sum += r.value;
+        } else if r.t_s != f64::NEG_INFINITY {
+            return f64::NAN;
+        }
+    }
+    sum
+}
+
 /// Publish an availability topic when it changes (and after a republication, which clears `seen`).
 fn set_availability(seen: &mut BTreeMap<String, &'static str>, mqtt: &MqttLink, topic: &str, ok: Option<bool>) {
     let v = if ok == Some(true) { "online" } else { "offline" };
@@ -542,7 +557,8 @@ impl Operator {
         budget: Option<(f64, f64)>,
     ) -> Value {
         let cooling = cooling_kw(m, now_s, stale_after_s);
-        let loss = st.facility_kw - st.it_kw - cooling;
+        let heat_pump = heat_pump_kw(m, now_s, stale_after_s);
+        let loss = st.facility_kw - st.it_kw - cooling - heat_pump;
         let (budget_kw, headroom_kw) = match budget {
             Some((b, h)) => (b, h),
             None => {
@@ -566,6 +582,7 @@ impl Operator {
             "facility_kw": num(st.facility_kw),
             "it_kw": num(st.it_kw),
             "cooling_kw": num(cooling),
+            "heat_pump_kw": num(heat_pump),
             "loss_kw": num(loss),
             "budget_kw": num(budget_kw),
             "headroom_kw": num(headroom_kw),
@@ -773,6 +790,7 @@ impl Operator {
             HaEntity::sensor("facility_kw", "Facility power", Some("power"), Some("kW")),
             HaEntity::sensor("it_kw", "IT power", Some("power"), Some("kW")),
             HaEntity::sensor("cooling_kw", "Cooling power", Some("power"), Some("kW")),
+            HaEntity::sensor("heat_pump_kw", "Heat-reuse heat pump power", Some("power"), Some("kW")),
             HaEntity::sensor("loss_kw", "Losses and other power", Some("power"), Some("kW")),
             HaEntity::sensor("budget_kw", "Power budget", Some("power"), Some("kW")),
             HaEntity::sensor("headroom_kw", "Power headroom", Some("power"), Some("kW")),
@@ -1037,6 +1055,25 @@ mod tests {
         assert_eq!(v["mode"], "auto");
         assert!(v["twin_margin_k"].is_null(), "unknown is null, never a number");
         assert!(v["ts"].as_str().unwrap().starts_with("2023-11-14T22:15"), "{}", v["ts"]);
+        // A heat pump metered in a hall: its own part, out of the losses; a hall whose map has
+        // no such point (never read) counts 0; a mapped one gone stale makes it unknown.
+        m.facilities[0].heat_pump_power_kw = Reading::good(40.0, 100.0);
+        let v = o.site_state(100.0, &m, &st, &ctl, &twin, 180.0, None);
+        assert_eq!(v["heat_pump_kw"], json!(40.0));
+        assert_eq!(v["loss_kw"], json!(10_000.0 - 9_000.0 - 90.0 - 40.0));
+        for f in &mut m.facilities[1..] {
+            f.heat_pump_power_kw = Reading {
+                value: f64::NAN,
+                t_s: f64::NEG_INFINITY,
+                quality: coolplane_core::signals::Quality::Bad,
+            };
+        }
+        let v = o.site_state(100.0, &m, &st, &ctl, &twin, 180.0, None);
+        assert_eq!(v["heat_pump_kw"], json!(40.0));
+        m.facilities[0].heat_pump_power_kw = Reading::good(40.0, -1000.0);
+        let v = o.site_state(100.0, &m, &st, &ctl, &twin, 180.0, None);
+        assert!(v["heat_pump_kw"].is_null() && v["loss_kw"].is_null());
+        m.facilities[0].heat_pump_power_kw = Reading::good(0.0, 100.0);
         // A stale pump reading makes cooling unknown instead of understated.
         m.cdus[3].pump_power_kw = Reading::good(5.0, -1000.0);
         let v = o.site_state(100.0, &m, &st, &ctl, &twin, 180.0, None);

@@ -22,7 +22,10 @@ pub struct SiteState {
     pub it_kw: Option<f64>,
     /// Cooling power (CDU pumps, facility pumps, fans, chillers), kW.
     pub cooling_kw: Option<f64>,
-    /// Losses and the rest (facility − IT − cooling: transformer, UPS, PDU, misc), kW.
+    /// Heat-reuse heat pumps (inside the facility power, not cooling), kW; `None` where no hall
+    /// reports one.
+    pub heat_pump_kw: Option<f64>,
+    /// Losses and the rest (facility − IT − cooling − heat pumps: transformer, UPS, PDU, misc), kW.
     pub loss_kw: Option<f64>,
     /// Site power budget in force, kW.
     pub budget_kw: Option<f64>,
@@ -55,6 +58,8 @@ pub struct HallState {
     pub return_c: Option<f64>,
     /// Facility water flow, L/min.
     pub flow_lpm: Option<f64>,
+    /// Heat-reuse heat pump drawing on the facility return water, kW (`None`: none reported).
+    pub heat_pump_kw: Option<f64>,
     /// Smallest GPU margin in the hall, K.
     pub hottest_margin_k: Option<f64>,
 }
@@ -258,6 +263,7 @@ impl Snapshot {
                     supply_c: f(&fm.supply_temp_c),
                     return_c: f(&fm.return_temp_c),
                     flow_lpm: f(&fm.flow_lpm),
+                    heat_pump_kw: f(&fm.heat_pump_power_kw),
                     hottest_margin_k: min_opt(racks[h.racks.clone()].iter().map(|r| r.gpu_margin_min_k)),
                 }
             })
@@ -265,6 +271,7 @@ impl Snapshot {
         let facility_kw = f(&m.meter.facility_power_kw);
         let it_kw = f(&m.meter.it_power_kw);
         let cooling_kw = sum(halls.iter().map(|h| h.cooling_kw));
+        let heat_pump_kw = sum(halls.iter().map(|h| h.heat_pump_kw));
         let budget_kw = f(&m.meter.power_budget_kw);
         let hottest = racks
             .iter()
@@ -280,8 +287,9 @@ impl Snapshot {
             facility_kw,
             it_kw,
             cooling_kw,
+            heat_pump_kw,
             loss_kw: match (facility_kw, it_kw, cooling_kw) {
-                (Some(fa), Some(it), Some(c)) => Some(fa - it - c),
+                (Some(fa), Some(it), Some(c)) => Some(fa - it - c - heat_pump_kw.unwrap_or(0.0)),
                 _ => None,
             },
             budget_kw,
@@ -336,6 +344,14 @@ mod tests {
         assert_eq!(s.site.budget_kw, None);
         assert_eq!(s.site.cooling_kw, Some(25.0));
         assert_eq!(s.site.loss_kw, Some(75.0));
+        assert_eq!(s.site.heat_pump_kw, None, "no hall reports a heat pump");
+        // A heat pump reported: it is its own part, not in the losses.
+        m.facilities[0].heat_pump_power_kw = Reading::good(12.0, 99.0);
+        let s = Snapshot::from_image("s", &topo, &m, 100.0, 30.0, "Auto", 87.0, 0);
+        assert_eq!((s.site.heat_pump_kw, s.halls[0].heat_pump_kw), (Some(12.0), Some(12.0)));
+        assert_eq!((s.site.cooling_kw, s.site.loss_kw), (Some(25.0), Some(63.0)));
+        m.facilities[0].heat_pump_power_kw = Reading::default();
+        let s = Snapshot::from_image("s", &topo, &m, 100.0, 30.0, "Auto", 87.0, 0);
         assert_eq!(
             s.site.hottest_gpu_c,
             Some(80.0),

@@ -115,6 +115,7 @@ fn populated() -> DaemonMetrics {
             facility_kw: Some(1070.0),
             it_kw: Some(1000.0),
             cooling_kw: Some(40.0),
+            heat_pump_kw: None,
             loss_kw: Some(30.0),
             budget_kw: Some(1500.0),
             headroom_kw: Some(430.0),
