@@ -429,7 +429,7 @@ pub const FACILITY: &[PointSpec] = &[
         Required,
         "°C",
         Range::Plausible,
-        "the page, history",
+        "the page, history, `coordinated`'s facility-rise fit and a heat-reuse heat pump's source water (the sensor must sit upstream of the heat pump's evaporator)",
         REFUSED,
     ),
     write(

@@ -1277,18 +1277,21 @@ impl Coordinated {
         // in facility supply plus the change in the facility rise). None where a hall has a
         // heat pump whose meter or return water cannot be read: what colder water costs it is
         // then unknown, and the facility water is not taken below design.
-        let heat_pumps_now: Option<Vec<(HeatPumpPlate, f64, f64)>> = b
+        // Each entry: the nameplate, the metered kW, the return water now, °C, and the hall's
+        // facility setpoint in force, °C (a hall's return moves from its own setpoint).
+        let heat_pumps_now: Option<Vec<(HeatPumpPlate, f64, f64, f64)>> = b
             .heat_pumps
             .iter()
             .enumerate()
             .filter_map(|(h, hp)| hp.map(|hp| (h, hp)))
             .map(|(h, hp)| {
                 let f = m.facilities.get(h)?;
-                let ok = |r: &coolplane_core::signals::Reading| r.quality != Quality::Bad && r.value.is_finite();
+                let ok = |r: &coolplane_core::signals::Reading| r.usable(input.now_s, p.stale_s);
                 (ok(&f.heat_pump_power_kw) && ok(&f.return_temp_c)).then_some((
                     hp,
                     f.heat_pump_power_kw.value.max(0.0),
                     f.return_temp_c.value,
+                    cur.facilities.get(h).copied().unwrap_or(f_keep),
                 ))
             })
             .collect();
@@ -1342,12 +1345,11 @@ impl Coordinated {
             // temperature is not physical (it comes from the weather), so it is held at today's.
             let other = other_now + model.facility_kw(it, db, wb, f_keep, assist_on_fraction(m))?.1 - other_base;
             let cooling = cdu_pumps + rej + pump;
-            let d_return = fac + dtf - (f_keep + dtf_base);
             let heat_pump = heat_pump_kw_now
                 + heat_pumps_now
                     .iter()
                     .flatten()
-                    .map(|(hp, kw, ret)| hp.power_kw(*kw, *ret, ret + d_return) - kw)
+                    .map(|(hp, kw, ret, sp)| hp.power_kw(*kw, *ret, ret + fac + dtf - (sp + dtf_base)) - kw)
                     .sum::<f64>();
             let facility = it + cooling + other - heat_pump_kw_now + heat_pump;
             let work = gs.work.max(1e-9);
@@ -1759,17 +1761,23 @@ impl Coordinated {
         let scale = load_forecast
             .map(|lf| lf.it_next_hour_kw / it_now.max(1e-9))
             .filter(|r| r.is_finite() && (0.5..=1.5).contains(r));
-        // Power and work scale together (the load is the jobs'), so energy per unit of work and
-        // PUE stay as compared.
+        // Power and work scale together (the load is the jobs'), all but a heat-reuse heat pump,
+        // which delivers what district heating asks for: PUE and energy per unit of work are
+        // recomputed at the forecast load.
         let at_load = |x: PlanPrediction| match scale {
-            Some(r) => PlanPrediction {
-                // The heat pump delivers what district heating asks for, not in proportion to IT.
-                facility_kw: (x.facility_kw - x.heat_pump_kw) * r + x.heat_pump_kw,
-                it_kw: x.it_kw * r,
-                cooling_kw: x.cooling_kw * r,
-                work_gpu_s_per_s: x.work_gpu_s_per_s * r,
-                ..x
-            },
+            Some(r) => {
+                let facility_kw = (x.facility_kw - x.heat_pump_kw) * r + x.heat_pump_kw;
+                let (it_kw, work) = (x.it_kw * r, x.work_gpu_s_per_s * r);
+                PlanPrediction {
+                    facility_kw,
+                    it_kw,
+                    cooling_kw: x.cooling_kw * r,
+                    pue: facility_kw / it_kw.max(1e-9),
+                    work_gpu_s_per_s: work,
+                    kwh_per_gpu_h: facility_kw / work.max(1e-9),
+                    ..x
+                }
+            }
             None => x,
         };
         let (pred, keep) = (at_load(pred), keep.map(at_load));

@@ -271,7 +271,16 @@ impl Snapshot {
         let facility_kw = f(&m.meter.facility_power_kw);
         let it_kw = f(&m.meter.it_power_kw);
         let cooling_kw = sum(halls.iter().map(|h| h.cooling_kw));
-        let heat_pump_kw = sum(halls.iter().map(|h| h.heat_pump_kw));
+        // A heat pump whose meter is mapped (it has been read) but is stale or bad now: its power
+        // is unknown, and so are the losses (never folded into them).
+        let heat_pump_lost = m.facilities.iter().any(|fm| {
+            fm.heat_pump_power_kw.t_s != f64::NEG_INFINITY && !fm.heat_pump_power_kw.usable(now_s, stale_after_s)
+        });
+        let heat_pump_kw = if heat_pump_lost {
+            None
+        } else {
+            sum(halls.iter().map(|h| h.heat_pump_kw))
+        };
         let budget_kw = f(&m.meter.power_budget_kw);
         let hottest = racks
             .iter()
@@ -289,7 +298,7 @@ impl Snapshot {
             cooling_kw,
             heat_pump_kw,
             loss_kw: match (facility_kw, it_kw, cooling_kw) {
-                (Some(fa), Some(it), Some(c)) => Some(fa - it - c - heat_pump_kw.unwrap_or(0.0)),
+                (Some(fa), Some(it), Some(c)) if !heat_pump_lost => Some(fa - it - c - heat_pump_kw.unwrap_or(0.0)),
                 _ => None,
             },
             budget_kw,
@@ -331,6 +340,15 @@ mod tests {
             racks: vec![Default::default(); topo.racks.len()],
             ..Default::default()
         };
+        // No heat-pump meter in any hall's map (never read).
+        let unmapped = Reading {
+            value: f64::NAN,
+            t_s: f64::NEG_INFINITY,
+            quality: coolplane_core::signals::Quality::Bad,
+        };
+        for f in &mut m.facilities {
+            f.heat_pump_power_kw = unmapped;
+        }
         m.meter.facility_power_kw = Reading::good(1100.0, 99.0);
         m.meter.it_power_kw = Reading::good(1000.0, 99.0);
         // Stale: sampled 500 s ago.
@@ -350,7 +368,11 @@ mod tests {
         let s = Snapshot::from_image("s", &topo, &m, 100.0, 30.0, "Auto", 87.0, 0);
         assert_eq!((s.site.heat_pump_kw, s.halls[0].heat_pump_kw), (Some(12.0), Some(12.0)));
         assert_eq!((s.site.cooling_kw, s.site.loss_kw), (Some(25.0), Some(63.0)));
-        m.facilities[0].heat_pump_power_kw = Reading::default();
+        // Its meter gone stale: unknown, and the losses with it (not 12 kW more of them).
+        m.facilities[0].heat_pump_power_kw = Reading::good(12.0, -400.0);
+        let s = Snapshot::from_image("s", &topo, &m, 100.0, 30.0, "Auto", 87.0, 0);
+        assert_eq!((s.site.heat_pump_kw, s.site.loss_kw), (None, None));
+        m.facilities[0].heat_pump_power_kw = unmapped;
         let s = Snapshot::from_image("s", &topo, &m, 100.0, 30.0, "Auto", 87.0, 0);
         assert_eq!(
             s.site.hottest_gpu_c,

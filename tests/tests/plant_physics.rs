@@ -2055,8 +2055,9 @@ fn the_heat_pump_meter_reads_what_the_heat_pump_draws() {
 /// `coordinated`'s model of a heat-reuse heat pump, from its nameplate alone (delivery
 /// temperature, share of Carnot), predicts what the plant's heat pump draws at another facility
 /// setpoint: from the meter and the return water at one setpoint to the meter at another, given
-/// the return water there (the policy predicts it from its learned facility rise), within 2 %,
-/// where holding today's power (no model, as before it) is off by more than 10 %.
+/// the return water there, within 2 %, where holding today's power is off by more than 10 %.
+/// (The return water itself the policy predicts from its learned facility rise; this test gives
+/// the model the measured one.)
 #[test]
 fn the_heat_pump_model_predicts_the_plants_heat_pump_at_another_setpoint() {
     let site = builtin_site("supernode-640").unwrap();
@@ -2090,11 +2091,5 @@ fn the_heat_pump_model_predicts_the_plants_heat_pump_at_another_setpoint() {
     assert!(
         (kw_cold - kw_warm).abs() / kw_warm > 0.10,
         "premise: the heat pump's power moves with its source water ({kw_cold:.2} → {kw_warm:.2} kW)"
-    );
-    // And back: the model is symmetric in the direction of the move.
-    let back = plate.power_kw(kw_warm, ret_warm, ret_cold);
-    assert!(
-        (back - kw_cold).abs() / kw_cold <= 0.02,
-        "predicted {back:.2} kW, metered {kw_cold:.2} kW"
     );
 }
