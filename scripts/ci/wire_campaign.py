@@ -69,7 +69,8 @@ class Run:
         self.duration_min = duration_min
         self.rng = random.Random(seed)
         self.broker_port = free_port()
-        self.modbus_base = 16000 + 20 * (seed % 100)
+        # The plant's devices bind ports the system chooses (--modbus-port 0); read from its log.
+        self.endpoints = []
         self.procs = []
         self.t0 = None
         self.daemon_logs = []
@@ -94,13 +95,29 @@ class Run:
     def start_plant(self):
         args = [self.bin, "sim-plant", "serve", "--site", "hall-10k", "--seed", str(self.seed),
                 "--start-day", str(self.seed * 37 % 365), "--speed", str(SPEED),
-                "--modbus-port", str(self.modbus_base), "--mqtt", f"127.0.0.1:{self.broker_port}",
+                "--modbus-port", "0", "--mqtt", f"127.0.0.1:{self.broker_port}",
                 "--duration", f"{self.duration_min}m", "--kpis-out", "plant-kpis.json"]
         p = self.spawn(args, "plant.log")
-        if not wait_port(self.modbus_base, 30):
-            raise RuntimeError("the simulated plant did not start (see plant.log)")
+        # Endpoints as the plant prints them once every device listens:
+        # "  cdu  0  hall-a-cdu-01  modbus tcp 127.0.0.1:41429  map …", the meter last.
+        end = time.monotonic() + 30
+        while time.monotonic() < end and p.poll() is None:
+            text = open(os.path.join(self.work, "plant.log"), errors="replace").read()
+            lines = re.findall(r"^\s+(cdu|facility|meter|tank)\s+(\d+)\s+\S+\s+modbus tcp (\S+)", text, re.M)
+            if any(role == "meter" for role, _, _ in lines):
+                self.endpoints = lines
+                break
+            time.sleep(0.05)
+        if not self.endpoints:
+            raise RuntimeError("the simulated plant did not list its endpoints within 30 s (see plant.log)")
+        for _, _, addr in self.endpoints:
+            if not wait_port(int(addr.rsplit(":", 1)[1]), 10):
+                raise RuntimeError(f"the simulated plant does not answer on {addr} (see plant.log)")
         self.t0 = time.monotonic()
         return p
+
+    def cdu0_port(self):
+        return next(int(a.rsplit(":", 1)[1]) for r, i, a in self.endpoints if r == "cdu" and i == "0")
 
     def write_register(self, port, address, value):
         """Modbus TCP function 06 (write single register), unit 1: a raw frame, no library."""
@@ -111,13 +128,10 @@ class Run:
             c.recv(64)
 
     def daemon_config(self):
-        # Endpoints as the plant printed them: "  cdu  0  hall-a-cdu-01  modbus tcp 127.0.0.1:16000  map …".
-        text = open(os.path.join(self.work, "plant.log"), errors="replace").read()
-        lines = re.findall(r"^\s+(cdu|facility|meter|tank)\s+(\d+)\s+\S+\s+modbus tcp (\S+)", text, re.M)
-        if not lines:
+        if not self.endpoints:
             raise RuntimeError("no endpoints in plant.log")
         dev = []
-        for role, idx, addr in lines:
+        for role, idx, addr in self.endpoints:
             dev.append(f'[[device]]\nrole = "{role}"\nindex = {idx}\naddress = "{addr}"\n'
                        f'map = "builtin:coolplane-{role}"\npoll_s = 5.0\ntimeout_ms = 300\n'
                        f'backoff_ms = 200\nbackoff_max_ms = 2000\n')
@@ -180,7 +194,7 @@ class Run:
         if self.inject == "jump":
             # Someone else writes CDU 0's supply setpoint to 45 °C in one go (register 0, x10).
             self.sleep_until(sched["daemon_kill_min"] + sched["daemon_gap_min"] + 3.0)
-            self.write_register(self.modbus_base, 0, 450)
+            self.write_register(self.cdu0_port(), 0, 450)
         self.sleep_until(sched["broker_kill_min"])
         broker.send_signal(signal.SIGKILL)
         broker.wait()
