@@ -1272,13 +1272,12 @@ impl Coordinated {
         let pump_base = pump_fit.predict(&pump_features(flow_now));
         let other_base = model.facility_kw(it_now, db, wb, f_keep, assist_on_fraction(m))?.1;
         let cooling_now = cdu_pumps_now + rej_now + pump_now;
-        // Heat-reuse heat pumps as metered, each with the return water it draws on: a candidate's
-        // heat pumps are today's power at the COP of the return water it predicts (the change
-        // in facility supply plus the change in the facility rise). None where a hall has a
-        // heat pump whose meter or return water cannot be read: what colder water costs it is
-        // then unknown, and the facility water is not taken below design.
-        // Each entry: the nameplate, the metered kW, the return water now, °C, and the hall's
-        // facility setpoint in force, °C (a hall's return moves from its own setpoint).
+        // Heat-reuse heat pumps as metered: a candidate's heat pumps are today's power at the COP
+        // of the return water it predicts (the hall's return now plus the change in its facility
+        // supply from its own setpoint in force and the change in the facility rise). Each entry:
+        // nameplate, metered kW, return water now °C, the hall's setpoint in force °C. None where
+        // a hall has a heat pump whose meter or return water is not fresh: what colder water
+        // costs it is then unknown, and the facility water is not taken below design.
         let heat_pumps_now: Option<Vec<(HeatPumpPlate, f64, f64, f64)>> = b
             .heat_pumps
             .iter()
