@@ -94,7 +94,7 @@ enum ScenarioCommand {
     Run {
         #[command(flatten)]
         common: ScenarioArgs,
-        /// Control policy: vendor-default, trim-respond, coordinated, coordinated-auto (coordinated leaving the heat-rejection mode to the firmware), or oracle (the perfect-knowledge reference, simulation only).
+        /// Control policy: vendor-default, trim-respond, coordinated, coordinated-auto (coordinated leaving the heat-rejection mode to the firmware), or oracle (the perfect-knowledge reference, simulation only). `coordinated` and `coordinated-auto` take a price per setpoint write after their name: `coordinated:write-kwh=12` (kWh per write, default 1.5) and `:write-hold-h=H` (longest time a write charge is spread over, default 4).
         #[arg(long, default_value = "trim-respond")]
         policy: String,
     },
@@ -129,6 +129,11 @@ enum ScenarioCommand {
         /// Scale the GPUs' leakage temperature coefficient κ by this factor (sensitivity studies).
         #[arg(long, default_value_t = 1.0)]
         leakage_scale: f64,
+        /// Warm-up before each scored window, h (never scored). A policy that learns the plant
+        /// first (`coordinated`: about a day) makes its one-off transition from the fallback in
+        /// the scored window unless this is longer than its learning.
+        #[arg(long, default_value_t = 24.0)]
+        warmup_h: f64,
         /// Print no progress.
         #[arg(long)]
         quiet: bool,
@@ -213,8 +218,19 @@ fn dispatch(cli: Cli) -> Result<()> {
                 seed,
                 step,
                 leakage_scale,
+                warmup_h,
                 quiet,
-            } => matrix(&site, &weather, &periods, &policies, seed, step, leakage_scale, quiet),
+            } => matrix(
+                &site,
+                &weather,
+                &periods,
+                &policies,
+                seed,
+                step,
+                leakage_scale,
+                warmup_h,
+                quiet,
+            ),
             ScenarioCommand::Campaign(a) => campaign_cmd::campaign(&a),
             ScenarioCommand::List => {
                 for (name, text) in shipped_scenarios() {
@@ -417,6 +433,7 @@ fn matrix(
     seed: u64,
     step: f64,
     leakage_scale: f64,
+    warmup_h: f64,
     quiet: bool,
 ) -> Result<()> {
     if !(leakage_scale.is_finite() && leakage_scale >= 0.0) {
@@ -432,7 +449,7 @@ fn matrix(
                 period: Some(p.clone()),
                 seed: Some(seed),
                 step: Some(step),
-                warmup_h: None,
+                warmup_h: Some(warmup_h),
                 out: None,
                 json: false,
                 quiet,

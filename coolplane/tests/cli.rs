@@ -69,6 +69,17 @@ fn out_writes_kpis_series_and_real_plots() {
 }
 
 #[test]
+fn a_priced_policy_runs_and_is_named_with_its_price() {
+    let mut args = vec!["scenario", "run", "--policy", "coordinated:write-kwh=25", "--json"];
+    args.extend_from_slice(SHORT);
+    let out = coolplane(&args);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_str(String::from_utf8(out.stdout).unwrap().trim()).unwrap();
+    assert_eq!(v["policy"], "coordinated:write-kwh=25");
+    assert_eq!(v["throttle_gpu_s"], 0.0);
+}
+
+#[test]
 fn compare_prints_both_policies_with_ratios() {
     let mut args = vec!["scenario", "compare", "--policies", "vendor-default,trim-respond"];
     args.extend_from_slice(SHORT);
@@ -87,6 +98,29 @@ fn bad_input_gets_a_clear_error_and_exit_code() {
     assert_eq!(out.status.code(), Some(2));
     let e = String::from_utf8_lossy(&out.stderr);
     assert!(e.contains("unknown policy `pid`") && e.contains("trim-respond"), "{e}");
+
+    // A policy's parameters: a value out of range, or one given to a policy that takes none.
+    let out = coolplane(&["scenario", "run", "--policy", "coordinated:write-kwh=-1", "--quiet"]);
+    assert_eq!(out.status.code(), Some(2));
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        e.contains("coordinated:write-kwh=-1") && e.contains("write-kwh = -1"),
+        "{e}"
+    );
+    let out = coolplane(&["scenario", "run", "--policy", "trim-respond:write-kwh=6", "--quiet"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("takes no parameters"));
+    let out = coolplane(&[
+        "scenario",
+        "matrix",
+        "--weather",
+        "synthetic",
+        "--warmup-h=-1",
+        "--quiet",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(e.contains("scenario.warmup_h") && e.contains("-1"), "{e}");
 
     let out = coolplane(&["scenario", "run", "--period", "summer", "--quiet"]);
     assert_eq!(out.status.code(), Some(2));
@@ -141,6 +175,10 @@ fn daemon_config_errors_name_the_field() {
         (
             base.replace("policy = \"trim-respond\"", "policy = \"magic\""),
             "daemon.policy",
+        ),
+        (
+            base.replace("policy = \"trim-respond\"", "policy = \"coordinated:write-kwh=2000\""),
+            "write-kwh = 2000",
         ),
         (
             base.replace("timeout_ms = 1000", "timeout_ms = 0"),

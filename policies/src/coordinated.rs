@@ -1862,6 +1862,18 @@ impl Policy for Coordinated {
         }
     }
 
+    fn label(&self) -> String {
+        let d = CoordinatedParams::default();
+        let mut s = self.name().to_string();
+        if self.params.write_cost_kwh != d.write_cost_kwh {
+            s.push_str(&format!(":write-kwh={}", self.params.write_cost_kwh));
+        }
+        if self.params.write_amortise_max_s != d.write_amortise_max_s {
+            s.push_str(&format!(":write-hold-h={}", self.params.write_amortise_max_s / 3600.0));
+        }
+        s
+    }
+
     fn bind(&mut self, site: &Site, topo: &Topology) {
         let np = Nameplate::from_site(site);
         let mut approach_k = Vec::new();

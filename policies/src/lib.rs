@@ -373,6 +373,11 @@ pub struct PolicyInput<'a> {
 pub trait Policy: Send {
     /// Name as used on the command line.
     fn name(&self) -> &'static str;
+    /// Name with the parameters that differ from the policy's defaults, as [`by_name`] reads it
+    /// back (`coordinated:write-kwh=12`): what reports and tables show.
+    fn label(&self) -> String {
+        self.name().to_string()
+    }
     /// Propose setpoints for this tick.
     fn decide(&mut self, input: &PolicyInput<'_>) -> Decision;
     /// Called once by the controller with the site it controls, before the first tick: a policy
@@ -398,31 +403,116 @@ pub const POLICY_NAMES: [&str; 5] = [
 /// Policies that need the simulated plant's truth and can never run against real equipment.
 pub const SIMULATION_ONLY: [&str; 1] = ["oracle"];
 
-/// No policy of that name.
+/// A policy name that [`by_name`] cannot build: no policy of that name, or a parameter it does
+/// not take or a value out of its range.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct UnknownPolicy(pub String);
+pub enum UnknownPolicy {
+    /// No policy of that name.
+    Name(String),
+    /// The policy exists; a parameter is not one it takes, or its value is not allowed.
+    Parameter {
+        /// The whole name as given.
+        given: String,
+        /// What was wrong, in words.
+        detail: String,
+    },
+}
 
 impl fmt::Display for UnknownPolicy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "unknown policy `{}` (known: {})", self.0, POLICY_NAMES.join(", "))
+        match self {
+            UnknownPolicy::Name(n) => write!(f, "unknown policy `{n}` (known: {})", POLICY_NAMES.join(", ")),
+            UnknownPolicy::Parameter { given, detail } => write!(f, "policy `{given}`: {detail}"),
+        }
     }
 }
 
 impl std::error::Error for UnknownPolicy {}
 
-/// A policy by its command-line name.
+/// Parameters `coordinated` and `coordinated-auto` take after their name, `:key=value` each
+/// (`coordinated:write-kwh=12:write-hold-h=4`): the operator's price of a setpoint write, which
+/// trades EEPROM wear against energy (`RESULTS.md` measures the trade-off).
+pub const COORDINATED_PARAMETERS: [(&str, &str); 2] = [
+    (
+        "write-kwh",
+        "energy a setpoint write is charged, kWh at CDUs of 1,440 kW design (0 to 1000)",
+    ),
+    (
+        "write-hold-h",
+        "longest time a move's write charge is spread over, h (1 to 168)",
+    ),
+];
+
+/// `coordinated`'s parameters from the `:key=value` parts after its name.
+fn coordinated_params(
+    given: &str,
+    base: CoordinatedParams,
+    parts: &[&str],
+) -> Result<CoordinatedParams, UnknownPolicy> {
+    let bad = |detail: String| UnknownPolicy::Parameter {
+        given: given.to_string(),
+        detail,
+    };
+    let mut p = base;
+    for part in parts {
+        let Some((k, v)) = part.split_once('=') else {
+            return Err(bad(format!("`{part}` is not key=value")));
+        };
+        let (k, v) = (k.trim(), v.trim());
+        let x: f64 = v
+            .parse()
+            .ok()
+            .filter(|x: &f64| x.is_finite())
+            .ok_or_else(|| bad(format!("{k}: `{v}` is not a finite number")))?;
+        match k {
+            "write-kwh" if (0.0..=1000.0).contains(&x) => p.write_cost_kwh = x,
+            "write-hold-h" if (1.0..=168.0).contains(&x) => p.write_amortise_max_s = x * 3600.0,
+            "write-kwh" | "write-hold-h" => {
+                let range = if k == "write-kwh" { "[0, 1000]" } else { "[1, 168]" };
+                return Err(bad(format!("{k} = {x} is outside {range}")));
+            }
+            _ => {
+                let known: Vec<&str> = COORDINATED_PARAMETERS.iter().map(|(k, _)| *k).collect();
+                return Err(bad(format!("no parameter `{k}` (known: {})", known.join(", "))));
+            }
+        }
+    }
+    Ok(p)
+}
+
+/// A policy by its command-line name: one of [`POLICY_NAMES`], for `coordinated` and
+/// `coordinated-auto` optionally followed by parameters ([`COORDINATED_PARAMETERS`]).
 pub fn by_name(name: &str) -> Result<Box<dyn Policy>, UnknownPolicy> {
-    match name {
-        "vendor-default" => Ok(Box::new(VendorDefault)),
-        "trim-respond" => Ok(Box::new(TrimRespond::default())),
-        "coordinated" => Ok(Box::new(Coordinated::default())),
+    let mut parts = name.split(':');
+    let base = parts.next().unwrap_or_default().trim();
+    let params: Vec<&str> = parts.collect();
+    let no_params = || {
+        if params.is_empty() {
+            Ok(())
+        } else {
+            Err(UnknownPolicy::Parameter {
+                given: name.to_string(),
+                detail: format!("`{base}` takes no parameters"),
+            })
+        }
+    };
+    match base {
+        "vendor-default" => no_params().map(|_| Box::new(VendorDefault) as Box<dyn Policy>),
+        "trim-respond" => no_params().map(|_| Box::new(TrimRespond::default()) as Box<dyn Policy>),
+        "coordinated" => {
+            let p = coordinated_params(name, CoordinatedParams::default(), &params)?;
+            Ok(Box::new(Coordinated::new(p)))
+        }
         // The same, leaving the heat-rejection mode to the firmware (for comparison).
-        "coordinated-auto" => Ok(Box::new(Coordinated::new(CoordinatedParams {
-            choose_rejection_mode: false,
-            ..CoordinatedParams::default()
-        }))),
-        "oracle" => Ok(Box::new(Oracle::default())),
-        other => Err(UnknownPolicy(other.to_string())),
+        "coordinated-auto" => {
+            let base = CoordinatedParams {
+                choose_rejection_mode: false,
+                ..CoordinatedParams::default()
+            };
+            Ok(Box::new(Coordinated::new(coordinated_params(name, base, &params)?)))
+        }
+        "oracle" => no_params().map(|_| Box::new(Oracle::default()) as Box<dyn Policy>),
+        _ => Err(UnknownPolicy::Name(name.to_string())),
     }
 }
 
@@ -1167,5 +1257,48 @@ mod tests {
     fn unknown_policy_lists_known_ones() {
         let e = by_name("pid").err().unwrap().to_string();
         assert!(e.contains("pid") && e.contains("trim-respond"));
+    }
+
+    #[test]
+    fn coordinated_takes_a_write_price_and_names_it_back() {
+        assert_eq!(by_name("coordinated").unwrap().label(), "coordinated");
+        // Defaults given explicitly are not repeated in the label.
+        assert_eq!(by_name("coordinated:write-kwh=1.5").unwrap().label(), "coordinated");
+        let given = "coordinated:write-kwh=12:write-hold-h=8";
+        let p = by_name(given).unwrap();
+        assert_eq!((p.name(), p.label().as_str()), ("coordinated", given));
+        assert_eq!(by_name(&p.label()).unwrap().label(), given);
+        let auto = by_name("coordinated-auto:write-kwh=25").unwrap();
+        assert_eq!(auto.label(), "coordinated-auto:write-kwh=25");
+        // Spaces around the parts are tolerated (a TOML value written by hand).
+        assert_eq!(
+            by_name("coordinated: write-kwh = 6").unwrap().label(),
+            "coordinated:write-kwh=6"
+        );
+    }
+
+    #[test]
+    fn a_bad_policy_parameter_names_what_was_wrong() {
+        let err = |n: &str| by_name(n).err().unwrap().to_string();
+        let e = err("coordinated:write-kwh=-1");
+        assert!(e.contains("write-kwh = -1") && e.contains("[0, 1000]"), "{e}");
+        let e = err("coordinated:write-hold-h=0.5");
+        assert!(e.contains("write-hold-h") && e.contains("[1, 168]"), "{e}");
+        let e = err("coordinated:write-kwh=NaN");
+        assert!(e.contains("not a finite number"), "{e}");
+        let e = err("coordinated:write-kwh=lots");
+        assert!(e.contains("`lots`"), "{e}");
+        let e = err("coordinated:pace=3");
+        assert!(
+            e.contains("no parameter `pace`") && e.contains("write-kwh, write-hold-h"),
+            "{e}"
+        );
+        let e = err("coordinated:write-kwh");
+        assert!(e.contains("not key=value"), "{e}");
+        for n in ["trim-respond:write-kwh=6", "vendor-default:x=1", "oracle:write-kwh=6"] {
+            let e = err(n);
+            assert!(e.contains("takes no parameters") && e.contains(n), "{e}");
+        }
+        assert!(matches!(by_name("pid:write-kwh=6"), Err(UnknownPolicy::Name(_))));
     }
 }

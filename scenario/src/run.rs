@@ -372,7 +372,7 @@ pub fn run(
         plant.schedule_fault(*e);
     }
     let mut cluster = Cluster::new(&plant);
-    let policy_name = policy.name().to_string();
+    let policy_name = policy.label();
     // The perfect-knowledge reference: the harness searches copies of the true plant every hour
     // and hands the best setpoints to the policy through a handle of its own.
     let oracle = (policy_name == "oracle").then(coolplane_policies::Oracle::default);
