@@ -103,6 +103,13 @@ pub struct CoordinatedParams {
     /// air entering the coils); off: the firmware stages the assist itself (auto), the
     /// `coordinated-auto` policy.
     pub choose_rejection_mode: bool,
+    /// Where the halls have adiabatic assist and the air model has samples of the assist off
+    /// only (the firmware never staged it while the policy learned), hold the assist on for up
+    /// to this long, s, to learn what it saves, when the air model fitted on dry air alone
+    /// predicts it would save energy now; 0: never (the policy then waits for the firmware to
+    /// stage it, which warmer water may never make it do). A probe that ends without the
+    /// samples is not repeated for a day.
+    pub probe_assist_s: f64,
     /// Two-phase immersion: a tank at its design heat may run its pool at most at the
     /// saturation temperature of this fraction of its relief pressure above atmospheric, as the
     /// condenser model predicts it with the skid holding its supply setpoint (so that a tank
@@ -138,6 +145,7 @@ impl Default for CoordinatedParams {
             write_cost_ref_kw: 1440.0,
             write_amortise_max_s: 4.0 * 3600.0,
             choose_rejection_mode: true,
+            probe_assist_s: 2.0 * 3600.0,
             tank_pressure_frac: 0.4,
             tank_margin_k: 0.5,
             tank_supply_below_design_k: 12.0,
@@ -274,6 +282,10 @@ struct CoolingModel {
     /// one model for both states of the assist, which is what lets the policy compare them.
     rej_air: Samples,
     rej_air_fit: Option<LinearFit>,
+    /// The air model fitted on the samples of one state of the assist alone (the other has
+    /// fewer than [`MODE_MIN_SAMPLES`]): never used to choose a mode, only to judge whether
+    /// probing the other state could pay.
+    rej_air_prior: Option<LinearFit>,
     /// Samples of `rej_air` taken with the assist off and on.
     air_n: [usize; 2],
     /// Nameplate effectiveness of the adiabatic pads (`None`: no assist, no air model).
@@ -375,6 +387,10 @@ fn plan_setpoints(l: &PlantLimits, sp: &PlanSetpoints) -> Setpoints {
 /// modes from it (an hour of slow ticks each).
 const MODE_MIN_SAMPLES: usize = 60;
 
+/// How long the policy waits for the firmware to stage the adiabatic assist by itself (the air
+/// model's samples of it over a day's weather) before it probes the assist, s.
+const PROBE_PATIENCE_S: f64 = 86_400.0;
+
 /// Number of features of the air model.
 const N_AIR: usize = 10;
 
@@ -431,6 +447,7 @@ impl CoolingModel {
             rej: Samples::new(N_FAC + 3, 20_000),
             rej_air: Samples::new(N_AIR, 20_000),
             rej_air_fit: None,
+            rej_air_prior: None,
             air_n: [0, 0],
             assist_eff: None,
             dtf: Samples::new(2, 20_000),
@@ -461,13 +478,27 @@ impl CoolingModel {
         }
     }
 
+    /// The air model, once both states of the assist have their samples; until then the prior
+    /// from the one state sampled.
+    fn fit_air(&mut self) {
+        self.rej_air_fit = (self.air_n.iter().all(|&n| n >= MODE_MIN_SAMPLES))
+            .then(|| self.rej_air.fit(1e-4).ok())
+            .flatten();
+        self.rej_air_prior = (self.rej_air_fit.is_none() && self.air_n.iter().any(|&n| n >= MODE_MIN_SAMPLES))
+            .then(|| self.rej_air.fit(1e-4).ok())
+            .flatten();
+    }
+
+    /// Both states of the assist sampled and the air model not yet fitted on them.
+    fn air_fit_due(&self) -> bool {
+        self.rej_air_fit.is_none() && self.assist_eff.is_some() && self.air_n.iter().all(|&n| n >= MODE_MIN_SAMPLES)
+    }
+
     fn fit(&mut self) -> bool {
         self.rej_fit = self.rej.fit(1e-4).ok();
         self.dtf_fit = self.dtf.fit(1e-4).ok();
         self.pump_fit = self.pump.fit(1e-4).ok();
-        self.rej_air_fit = (self.air_n.iter().all(|&n| n >= MODE_MIN_SAMPLES))
-            .then(|| self.rej_air.fit(1e-4).ok())
-            .flatten();
+        self.fit_air();
         self.rej_fit.is_some() && self.dtf_fit.is_some() && self.pump_fit.is_some()
     }
 }
@@ -839,6 +870,12 @@ pub struct Coordinated {
     /// when it last moved, s.
     hold_h: f64,
     last_move_s: Option<f64>,
+    /// The adiabatic probe in progress: when it started, s.
+    probe_since_s: Option<f64>,
+    /// No probe starts before this, s (a day after one that ended without its samples).
+    probe_next_s: f64,
+    /// Since when the policy has optimised without the air model's samples of the assist on, s.
+    probe_wanted_since_s: Option<f64>,
 }
 
 /// One candidate's GPU-side sums.
@@ -881,6 +918,11 @@ impl Coordinated {
         }
         b.fac.observe(m);
         b.cooling.observe(m);
+        // Both states of the assist sampled (by a probe, or the firmware staging it): the air
+        // model is fitted now rather than at the next six-hourly refit.
+        if b.model.is_some() && b.cooling.air_fit_due() {
+            b.cooling.fit_air();
+        }
         for f in &m.facilities {
             // The facility temperatures the plant has reached (not merely been asked for).
             if f.supply_temp_c.quality != Quality::Bad && f.supply_temp_c.value.is_finite() {
@@ -995,6 +1037,7 @@ impl Coordinated {
     fn fallback_decision(&mut self, input: &PolicyInput<'_>, why: String) -> Decision {
         let was = std::mem::replace(&mut self.optimising, false);
         self.held = None;
+        self.probe_since_s = None;
         if was {
             // Bumpless: trim-respond starts from the setpoints in force, not from where it left
             // them when the policy last fell back.
@@ -1502,7 +1545,7 @@ impl Coordinated {
             && keep.is_some()
             && feasible(&keep_gs)
             && keep_sp.facility_supply_c <= keep_sp.cdu_supply_c - gap + 0.5;
-        let (chosen, pred) = match (best, keep) {
+        let (mut chosen, mut pred) = match (best, keep) {
             (Some((sp, pred, score, writes)), Some(k))
                 if keep_ok && !first_plan && score >= k.kwh_per_gpu_h * (1.0 - p.min_gain) =>
             {
@@ -1631,11 +1674,106 @@ impl Coordinated {
                 (sp, pred)
             }
         };
+        // The adiabatic probe. The air model has samples of the assist off only (the firmware
+        // never staged it while the policy learned), so the two states cannot be compared, and
+        // under auto the firmware stages it only when the fans saturate, which the warmer water
+        // the policy then asks for may never make them do. Where the air model fitted on dry air
+        // alone predicts that the assist would save energy now, the assist is held on until the
+        // air model has its samples of it (at most `probe_assist_s`), and the plan says so.
+        let now = input.now_s;
+        let probe_allowed = p.probe_assist_s > 0.0
+            && p.choose_rejection_mode
+            && n_assist > 0
+            && !modes_ready
+            && tank_over.is_none()
+            && cm.air_n[1] < MODE_MIN_SAMPLES;
+        // What the assist would save now at the chosen setpoints, kW, from the dry-air prior.
+        let prior_saving_kw = cm.rej_air_prior.as_ref().zip(cm.assist_eff).map(|(f, eff)| {
+            let at = |on: bool| {
+                f.predict(&air_features(
+                    it_now,
+                    coil_air_c(db, wb, eff, on),
+                    chosen.facility_supply_c,
+                ))
+            };
+            at(false) - at(true)
+        });
+        let facility_now = m.meter.facility_power_kw.value;
+        let probe_threshold_kw = (p.min_gain * facility_now).max(1.0);
+        // The firmware has a day first: staging the assist itself over a day's weather gives the
+        // air model samples from a wider band of it than an hour's probe.
+        let wanted_since = if probe_allowed {
+            *self.probe_wanted_since_s.get_or_insert(now)
+        } else {
+            self.probe_wanted_since_s = None;
+            now
+        };
+        let mut probe_on = false;
+        match self.probe_since_s {
+            Some(t0) if !probe_allowed => {
+                self.probe_since_s = None;
+                reasons.push(format!(
+                    "adiabatic probe ended after {:.1} h: the air model has {} samples with the assist on and {} with it off{}",
+                    (now - t0) / 3600.0,
+                    cm.air_n[1],
+                    cm.air_n[0],
+                    if modes_ready { "; the mode is now chosen from it" } else { "" }
+                ));
+            }
+            Some(t0) if now - t0 >= p.probe_assist_s - 1e-6 => {
+                self.probe_since_s = None;
+                self.probe_next_s = now + 86_400.0;
+                reasons.push(format!(
+                    "adiabatic probe given up after {:.1} h with {} of the {MODE_MIN_SAMPLES} samples with the assist on the air model needs (the assist did not run all that time: refused by the controller's envelope or not staged by the firmware): not probed again before {:.1} h",
+                    (now - t0) / 3600.0,
+                    cm.air_n[1],
+                    self.probe_next_s / 3600.0
+                ));
+            }
+            Some(t0) => {
+                probe_on = true;
+                reasons.push(format!(
+                    "adiabatic probe since {:.1} h: the assist held on until the air model has {MODE_MIN_SAMPLES} samples with it (has {})",
+                    t0 / 3600.0,
+                    cm.air_n[1]
+                ));
+            }
+            None if probe_allowed && now - wanted_since < PROBE_PATIENCE_S - 1e-6 => {}
+            None if probe_allowed && assist_now == Some(false) && now >= self.probe_next_s - 1e-6 => {
+                match prior_saving_kw {
+                    Some(kw) if kw >= probe_threshold_kw => {
+                        probe_on = true;
+                        self.probe_since_s = Some(now);
+                        reasons.push(format!(
+                            "adiabatic probe: the air model has {} samples with the assist off and {} with it on, so the two cannot be compared, and the firmware has not staged it in {:.0} h of plans; fitted on dry air alone it predicts the assist would save {kw:.0} kW now: the assist is held on (at most {:.1} h) to learn what it saves",
+                            cm.air_n[0],
+                            cm.air_n[1],
+                            (now - wanted_since) / 3600.0,
+                            p.probe_assist_s / 3600.0
+                        ));
+                    }
+                    Some(kw) => reasons.push(format!(
+                        "adiabatic assist not probed: fitted on dry air alone, the air model predicts it would save {kw:.1} kW now (less than {probe_threshold_kw:.1} kW)"
+                    )),
+                    None => {}
+                }
+            }
+            None => {}
+        }
+        if probe_on {
+            chosen.rejection_mode = RejectionMode::Adiabatic;
+            // The prediction is the chosen setpoints' with the assist's saving from the prior.
+            if let Some(kw) = prior_saving_kw.filter(|_| chosen.rejection_mode != keep_sp.rejection_mode) {
+                pred.facility_kw -= kw;
+                pred.cooling_kw -= kw;
+                pred.pue = pred.facility_kw / pred.it_kw.max(1e-9);
+                pred.kwh_per_gpu_h = pred.facility_kw / pred.work_gpu_s_per_s.max(1e-9);
+            }
+        }
         // The hold that ends with a move feeds the expected hold (the first plan after the
         // fallback starts the first hold). A move is a target other than the last plan's: the
         // setpoints in force may lag it (the ramp, a guard), which is not a new move.
         if self.held != Some(chosen) || first_plan {
-            let now = input.now_s;
             if let (Some(t), false) = (self.last_move_s, first_plan) {
                 self.hold_h = next_hold_h(self.hold_h, (now - t) / 3600.0, p.write_amortise_max_s);
             }
@@ -1713,7 +1851,7 @@ impl Coordinated {
                 "{implausible} candidates not taken: the cooling model predicted less than 30 % of today's cooling power for them (outside what it has learned)"
             ));
         }
-        if n_assist > 0 && p.choose_rejection_mode && !modes_ready {
+        if n_assist > 0 && p.choose_rejection_mode && !modes_ready && !probe_on {
             reasons.push(format!(
                 "heat-rejection mode left to the firmware (auto): {}",
                 if cm.air_n.iter().any(|&n| n < MODE_MIN_SAMPLES) {
@@ -1870,6 +2008,9 @@ impl Policy for Coordinated {
         }
         if self.params.write_amortise_max_s != d.write_amortise_max_s {
             s.push_str(&format!(":write-hold-h={}", self.params.write_amortise_max_s / 3600.0));
+        }
+        if self.params.probe_assist_s != d.probe_assist_s {
+            s.push_str(&format!(":probe-h={}", self.params.probe_assist_s / 3600.0));
         }
         s
     }

@@ -432,7 +432,7 @@ impl std::error::Error for UnknownPolicy {}
 /// Parameters `coordinated` and `coordinated-auto` take after their name, `:key=value` each
 /// (`coordinated:write-kwh=12:write-hold-h=4`): the operator's price of a setpoint write, which
 /// trades EEPROM wear against energy (`RESULTS.md` measures the trade-off).
-pub const COORDINATED_PARAMETERS: [(&str, &str); 2] = [
+pub const COORDINATED_PARAMETERS: [(&str, &str); 3] = [
     (
         "write-kwh",
         "energy a setpoint write is charged, kWh at CDUs of 1,440 kW design (0 to 1000)",
@@ -440,6 +440,10 @@ pub const COORDINATED_PARAMETERS: [(&str, &str); 2] = [
     (
         "write-hold-h",
         "longest time a move's write charge is spread over, h (1 to 168)",
+    ),
+    (
+        "probe-h",
+        "longest time the adiabatic assist is held on to learn what it saves, h (0: never; up to 24)",
     ),
 ];
 
@@ -467,8 +471,13 @@ fn coordinated_params(
         match k {
             "write-kwh" if (0.0..=1000.0).contains(&x) => p.write_cost_kwh = x,
             "write-hold-h" if (1.0..=168.0).contains(&x) => p.write_amortise_max_s = x * 3600.0,
-            "write-kwh" | "write-hold-h" => {
-                let range = if k == "write-kwh" { "[0, 1000]" } else { "[1, 168]" };
+            "probe-h" if (0.0..=24.0).contains(&x) => p.probe_assist_s = x * 3600.0,
+            "write-kwh" | "write-hold-h" | "probe-h" => {
+                let range = match k {
+                    "write-kwh" => "[0, 1000]",
+                    "write-hold-h" => "[1, 168]",
+                    _ => "[0, 24]",
+                };
                 return Err(bad(format!("{k} = {x} is outside {range}")));
             }
             _ => {
@@ -1284,6 +1293,12 @@ mod tests {
         assert!(e.contains("write-kwh = -1") && e.contains("[0, 1000]"), "{e}");
         let e = err("coordinated:write-hold-h=0.5");
         assert!(e.contains("write-hold-h") && e.contains("[1, 168]"), "{e}");
+        let e = err("coordinated:probe-h=25");
+        assert!(e.contains("probe-h = 25") && e.contains("[0, 24]"), "{e}");
+        assert_eq!(
+            by_name("coordinated:probe-h=0").unwrap().label(),
+            "coordinated:probe-h=0"
+        );
         let e = err("coordinated:write-kwh=NaN");
         assert!(e.contains("not a finite number"), "{e}");
         let e = err("coordinated:write-kwh=lots");

@@ -497,6 +497,87 @@ fn coordinated_chooses_the_heat_rejection_mode_and_the_plant_follows() {
     assert!(co.report.checks.all_ok());
 }
 
+/// Singapore's peak-heat week (day 154) after a 48 h warm-up: the firmware never stages the
+/// assist while `coordinated` learns (trim-respond) or in its first day of plans, so the air model
+/// has no samples of it on and cannot compare the modes. After that day the policy probes: a plan
+/// says why and holds the assist on, the controller passes it with an event, the pads run, and
+/// once the air model has its samples the probe ends (a plan says so) and the mode is chosen from
+/// the model, within the probe's two hours. (Without the probe this week ran dry throughout and
+/// lost 0.11 % to `vendor-default`; RESULTS.md.)
+#[test]
+fn coordinated_probes_the_assist_the_firmware_never_staged_and_then_chooses_the_mode() {
+    let Some(data) = data_dir() else { return };
+    let mut s = spec(0.25, 48.0);
+    s.weather.source = data.join("SGP_Singapore.486980_IWEC.epw").display().to_string();
+    s.weather.start_day = Some(154.0);
+    let co = run_spec(&s, "coordinated");
+    let said = |p: &EnergyPlan, what: &str| p.reasons.iter().any(|r| r.starts_with(what));
+    let start = co
+        .plans
+        .iter()
+        .find(|p| said(p, "adiabatic probe: "))
+        .unwrap_or_else(|| {
+            let last = co.plans.last().expect("plans");
+            panic!("no probe; the last plan: {:?}", last.reasons)
+        });
+    // Not before the firmware had its day (24 h of learning, then 24 h of plans).
+    assert!(start.t_s >= 48.0 * 3600.0 - 1.0, "probe at {} h", start.t_s / 3600.0);
+    assert_eq!(
+        start.setpoints.map(|sp| sp.rejection_mode),
+        Some(RejectionMode::Adiabatic),
+        "{:?}",
+        start.reasons
+    );
+    // Earlier plans said the mode was left to the firmware, and why.
+    assert!(co
+        .plans
+        .iter()
+        .filter(|p| p.status == "optimised" && p.t_s < start.t_s)
+        .all(|p| said(p, "heat-rejection mode left to the firmware")));
+    let ev = co
+        .events
+        .iter()
+        .find(|e| e.message.contains("heat-rejection mode auto -> adiabatic"))
+        .expect("the controller's event");
+    assert!(ev.t_s >= start.t_s - 1.0);
+    let end = co
+        .plans
+        .iter()
+        .find(|p| p.t_s > start.t_s && said(p, "adiabatic probe ended"))
+        .expect("the probe ends");
+    assert!(
+        end.t_s - start.t_s <= 2.0 * 3600.0 + 1.0,
+        "{} h",
+        (end.t_s - start.t_s) / 3600.0
+    );
+    assert!(
+        end.reasons.iter().any(|r| r.contains("the mode is now chosen from it")),
+        "{:?}",
+        end.reasons
+    );
+    // The pads ran during the probe (series time counts from the end of the warm-up).
+    let during: Vec<_> = co
+        .series
+        .rows
+        .iter()
+        .filter(|r| {
+            let t = (r.t_h + 48.0) * 3600.0;
+            t > ev.t_s + 120.0 && t < end.t_s - 60.0
+        })
+        .collect();
+    assert!(!during.is_empty());
+    assert!(during.iter().all(|r| r.adiabatic_on > 0.5));
+    // After it, no plan leaves the mode to the firmware for want of samples.
+    assert!(co
+        .plans
+        .iter()
+        .filter(|p| p.t_s >= end.t_s)
+        .all(|p| !said(p, "heat-rejection mode left to the firmware")));
+    let k = &co.report.kpis;
+    assert!(k.water_l > 0.0 && k.throttle_gpu_s == 0.0 && k.gpu_shutdowns == 0);
+    assert!(co.report.checks.all_ok());
+}
+
 #[test]
 fn real_traces_drive_the_cluster() {
     let Some(data) = data_dir() else { return };
