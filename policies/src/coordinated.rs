@@ -286,6 +286,9 @@ struct CoolingModel {
     /// fewer than [`MODE_MIN_SAMPLES`]): never used to choose a mode, only to judge whether
     /// probing the other state could pay.
     rej_air_prior: Option<LinearFit>,
+    /// The air model's early fit (at the tick both states have their samples) was tried and
+    /// failed: it is tried again only at the next six-hourly refit, not every tick.
+    air_early_failed: bool,
     /// Samples of `rej_air` taken with the assist off and on.
     air_n: [usize; 2],
     /// Nameplate effectiveness of the adiabatic pads (`None`: no assist, no air model).
@@ -448,6 +451,7 @@ impl CoolingModel {
             rej_air: Samples::new(N_AIR, 20_000),
             rej_air_fit: None,
             rej_air_prior: None,
+            air_early_failed: false,
             air_n: [0, 0],
             assist_eff: None,
             dtf: Samples::new(2, 20_000),
@@ -491,13 +495,17 @@ impl CoolingModel {
 
     /// Both states of the assist sampled and the air model not yet fitted on them.
     fn air_fit_due(&self) -> bool {
-        self.rej_air_fit.is_none() && self.assist_eff.is_some() && self.air_n.iter().all(|&n| n >= MODE_MIN_SAMPLES)
+        self.rej_air_fit.is_none()
+            && !self.air_early_failed
+            && self.assist_eff.is_some()
+            && self.air_n.iter().all(|&n| n >= MODE_MIN_SAMPLES)
     }
 
     fn fit(&mut self) -> bool {
         self.rej_fit = self.rej.fit(1e-4).ok();
         self.dtf_fit = self.dtf.fit(1e-4).ok();
         self.pump_fit = self.pump.fit(1e-4).ok();
+        self.air_early_failed = false;
         self.fit_air();
         self.rej_fit.is_some() && self.dtf_fit.is_some() && self.pump_fit.is_some()
     }
@@ -922,6 +930,8 @@ impl Coordinated {
         // model is fitted now rather than at the next six-hourly refit.
         if b.model.is_some() && b.cooling.air_fit_due() {
             b.cooling.fit_air();
+            // A failed fit is reported by every plan ("the air model is not fitted yet").
+            b.cooling.air_early_failed = b.cooling.rej_air_fit.is_none();
         }
         for f in &m.facilities {
             // The facility temperatures the plant has reached (not merely been asked for).
