@@ -345,6 +345,7 @@ fn twin_eval_json_has_every_key_and_bad_input_is_named() {
         "cv_rmse_pct",
         "nmbe_pct",
         "pue_mae",
+        "pue_mae_over_true_it",
         "pue_mae_by_part",
         "hottest_gpu_mae_k",
         "forecast_skill_15min",

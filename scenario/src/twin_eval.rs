@@ -88,8 +88,14 @@ pub struct EvalReport {
     pub cv_rmse_pct: f64,
     /// Facility power NMBE, hourly, %.
     pub nmbe_pct: f64,
-    /// PUE mean absolute error, hourly.
+    /// PUE mean absolute error, hourly: the twin's PUE (its predicted facility power over the
+    /// metered IT power it was given) against the plant's true PUE (true facility over true IT).
     pub pue_mae: f64,
+    /// The same with the predicted facility power over the plant's *true* IT power: the IT
+    /// meter's own error then counts in full, as a facility-power error, where in the twin's
+    /// PUE it scales only the overhead (the definition before; kept for comparison).
+    #[serde(default)]
+    pub pue_mae_over_true_it: f64,
     /// Hottest-GPU temperature MAE 15 min ahead against the plant's true die temperatures (the
     /// model is learned from the GPUs' reports: integer °C with per-GPU bias), K.
     pub hottest_gpu_mae_k: f64,
@@ -141,8 +147,10 @@ pub struct EvalReport {
     /// Mean error of the predicted other overhead (electrical losses, air handling, misc), kW.
     pub other_overhead_bias_kw: f64,
     /// The hourly PUE error by part, mean absolute: [heat rejection + facility pumps + chillers,
-    /// other overhead, CDU pumps, utility meter vs true facility power] (each part's error over
-    /// the hour's IT).
+    /// other overhead against its truth, CDU pumps, and the meters: the overhead they read
+    /// (facility − IT) against the true overhead] (each part's error over the hour's IT). The
+    /// first three add up to the error of the predicted overhead; the fourth, the error in what
+    /// the other overhead is learned from, is for scale and does not add.
     #[serde(default)]
     pub pue_mae_by_part: [f64; 4],
     /// The maintenance events that were false alarms.
@@ -231,6 +239,9 @@ struct Trace {
     it_true_kw: Vec<f64>,
     fac_true_kw: Vec<f64>,
     fac_pred_kw: Vec<f64>,
+    /// Per scored step (aligned with `fac_pred_kw`): the metered IT power the prediction was
+    /// given, kW (NaN where not predicted).
+    it_in_kw: Vec<f64>,
     gpu_max_true_c: Vec<f64>,
     gpu_max_meas_c: Vec<f64>,
     dry_bulb_c: Vec<f64>,
@@ -393,7 +404,6 @@ fn simulate(
                     tr.parts[2] += other;
                     tr.parts[3] += fac_m - it - rest_m - pumps_m - hp_m;
                     tr.parts[4] += 1.0;
-                    let other_m = fac_m - it - rest_m - pumps_m - hp_m;
                     let cal = twin.calibration();
                     let pumps: f64 = (0..m.cdus.len())
                         .map(|c| {
@@ -404,13 +414,27 @@ fn simulate(
                         })
                         .sum();
                     let fac_now = plant.power().facility_w / 1e3;
-                    tr.part_err_kw
-                        .push([rest - rest_m, other - other_m, pumps - pumps_m, fac_m - fac_now]);
+                    let it_now = plant.power().it_w / 1e3;
+                    // The other overhead is scored against its truth (the plant's facility − IT
+                    // power less the sub-metered loads, which carry no noise), so that the
+                    // first three parts add up to the error of the predicted overhead, the
+                    // numerator of the twin's PUE − 1. The fourth is the two meters' own error
+                    // in the overhead they read (what the other overhead is learned from), for
+                    // scale: it does not add.
+                    let other_true = fac_now - it_now - rest_m - pumps_m - hp_m;
+                    tr.part_err_kw.push([
+                        rest - rest_m,
+                        other - other_true,
+                        pumps - pumps_m,
+                        (fac_m - it) - (fac_now - it_now),
+                    ]);
+                    tr.it_in_kw.push(it);
                     // A metered heat-reuse heat pump is an input, as the IT load is.
                     Some(it + rest + other + pumps + hp_m)
                 });
             if pred.is_none() {
                 tr.part_err_kw.push([f64::NAN; 4]);
+                tr.it_in_kw.push(f64::NAN);
             }
             tr.fac_pred_kw.push(pred.unwrap_or(f64::NAN));
             if k % h15 == 0 {
@@ -446,6 +470,7 @@ fn simulate(
         } else if !learn_fac && k >= score_k {
             tr.fac_pred_kw.push(f64::NAN);
             tr.part_err_kw.push([f64::NAN; 4]);
+            tr.it_in_kw.push(f64::NAN);
         }
         plant.step(dt, &amb, &actions);
         tr.t_s.push(t);
@@ -634,17 +659,21 @@ pub fn eval(
     let sk = test.score_k;
     // Hourly facility power.
     let hour = (3600.0 / dt).round() as usize;
-    let (mut act_h, mut pred_h, mut pue_err) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut act_h, mut pred_h, mut pue_err, mut pue_err_true_it) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let n_scored = t.fac_pred_kw.len();
     let mut i = 0;
     while i + hour <= n_scored {
         let a: f64 = (i..i + hour).map(|j| t.fac_true_kw[sk + j]).sum::<f64>() / hour as f64;
         let p: f64 = (i..i + hour).map(|j| t.fac_pred_kw[j]).sum::<f64>() / hour as f64;
         let it: f64 = (i..i + hour).map(|j| t.it_true_kw[sk + j]).sum::<f64>() / hour as f64;
-        if p.is_finite() && a.is_finite() && it > 0.0 {
+        let it_in: f64 = (i..i + hour).map(|j| t.it_in_kw[j]).sum::<f64>() / hour as f64;
+        if p.is_finite() && a.is_finite() && it > 0.0 && it_in > 0.0 {
             act_h.push(a);
             pred_h.push(p);
-            pue_err.push((p / it - a / it).abs());
+            // The twin's PUE is its predicted facility power over the metered IT power it was
+            // given; the plant's is its true facility power over its true IT power.
+            pue_err.push((p / it_in - a / it).abs());
+            pue_err_true_it.push((p / it - a / it).abs());
         }
         i += hour;
     }
@@ -654,6 +683,7 @@ pub fn eval(
     let cv_rmse_pct = 100.0 * rmse / mean_a;
     let nmbe_pct = 100.0 * act_h.iter().zip(&pred_h).map(|(a, p)| a - p).sum::<f64>() / ((n - 1.0).max(1.0) * mean_a);
     let pue_mae = pue_err.iter().sum::<f64>() / pue_err.len().max(1) as f64;
+    let pue_mae_over_true_it = pue_err_true_it.iter().sum::<f64>() / pue_err_true_it.len().max(1) as f64;
     // The same hourly PUE error split by the facility model's parts (where it comes from).
     let mut part_mae = [0.0f64; 4];
     let mut part_n = 0usize;
@@ -870,6 +900,7 @@ pub fn eval(
         cv_rmse_pct,
         nmbe_pct,
         pue_mae,
+        pue_mae_over_true_it,
         hottest_gpu_mae_k: hottest_gpu_mae_true_k,
         hottest_gpu_mae_reported_k: hottest_gpu_mae_k,
         hottest_gpu_mae_next_step_k,
