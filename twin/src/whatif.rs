@@ -39,6 +39,26 @@ pub fn facility_features(it_kw: f64, dry_bulb_c: f64, wet_bulb_c: f64, fac_setpo
     ]
 }
 
+/// Number of heat-rejection model features ([`cooling_features`]).
+pub const N_COOL: usize = N_FAC + 2;
+
+/// Features of the heat-rejection model (fans, facility pumps, chillers): those of
+/// [`facility_features`], with the air entering the coils as the dry-bulb, and two squared
+/// hinges in that air's approach to the facility supply setpoint. A dry cooler's fans move
+/// an airflow that grows ever faster as the approach left to them shrinks, and their power
+/// goes with the cube of that airflow, so the fans' power is convex in the coil air: the
+/// linear hinges alone, learned in a week whose hottest hours had the pads on, under-predict
+/// a climate's hottest hours with the pads off by some tens of kW on `hall-10k`.
+pub fn cooling_features(it_kw: f64, coil_air_c: f64, wet_bulb_c: f64, fac_setpoint_c: f64) -> [f64; N_COOL] {
+    let mut x = [0.0; N_COOL];
+    x[..N_FAC].copy_from_slice(&facility_features(it_kw, coil_air_c, wet_bulb_c, fac_setpoint_c));
+    let a = coil_air_c - fac_setpoint_c;
+    let h2 = |k: f64| (a - k).max(0.0).powi(2);
+    x[N_FAC] = it_kw * h2(-10.0) / 100.0;
+    x[N_FAC + 1] = it_kw * h2(-5.0) / 100.0;
+    x
+}
+
 /// Share of the halls whose adiabatic assist runs, 0–1.
 pub fn assist_on_fraction(m: &Measurements) -> f64 {
     let n = m.facilities.len();
@@ -91,7 +111,7 @@ pub struct FacilityModel {
 impl Default for FacilityModel {
     fn default() -> Self {
         Self {
-            cooling: Samples::new(N_FAC, 50_000),
+            cooling: Samples::new(N_COOL, 50_000),
             other: Samples::new(N_FAC, 50_000),
             block: Block::default(),
             assist_eff: 0.0,
@@ -117,7 +137,7 @@ pub const FAC_BLOCK_S: f64 = 900.0;
 struct Block {
     t0_s: f64,
     n: usize,
-    cooling_x: [f64; N_FAC],
+    cooling_x: [f64; N_COOL],
     cooling_y: f64,
     other_x: [f64; N_FAC],
     other_y: f64,
@@ -217,7 +237,7 @@ impl FacilityModel {
             self.block = Block::default();
         }
         let air = coil_air_c(db, wb, self.assist_eff, assist_on_fraction(m));
-        let xc = facility_features(it, air, wb, sp);
+        let xc = cooling_features(it, air, wb, sp);
         let xo = facility_features(it, db, wb, sp);
         // A metered heat pump is a load of district heating's, not of the weather the
         // features see: it is subtracted, not learned.
@@ -253,7 +273,7 @@ impl FacilityModel {
         Some((
             self.cooling_fit
                 .as_ref()?
-                .predict(&facility_features(it_kw, air, wb, sp))
+                .predict(&cooling_features(it_kw, air, wb, sp))
                 .max(0.0),
             self.other_fit.as_ref()?.predict(&facility_features(it_kw, db, wb, sp)),
         ))
@@ -476,7 +496,7 @@ impl HallModel {
         let (c, o) = self.fac.as_ref()?;
         let air = coil_air_c(dry_bulb_c, wet_bulb_c, self.assist_eff, assist_on_frac);
         Some((
-            c.predict(&facility_features(it_kw, air, wet_bulb_c, fac_setpoint_c))
+            c.predict(&cooling_features(it_kw, air, wet_bulb_c, fac_setpoint_c))
                 .max(0.0),
             o.predict(&facility_features(it_kw, dry_bulb_c, wet_bulb_c, fac_setpoint_c)),
         ))
@@ -554,7 +574,7 @@ impl HallModel {
                     let (db, wb, sp) = (st.dry_bulb_c, st.wet_bulb_c, cand.facility_supply_c);
                     let air = coil_air_c(db, wb, self.assist_eff, st.assist_on_frac);
                     (
-                        c.predict(&facility_features(it, air, wb, sp)).max(0.0),
+                        c.predict(&cooling_features(it, air, wb, sp)).max(0.0),
                         o.predict(&facility_features(it, db, wb, sp)),
                     )
                 }
@@ -688,6 +708,47 @@ mod facility_tests {
         // The share of halls with the pads on moves the coil air; no pads, no change.
         assert_eq!(coil_air_c(30.0, 20.0, 0.8, 0.5), 26.0);
         assert_eq!(coil_air_c(30.0, 20.0, 0.0, 1.0), 30.0);
+    }
+
+    /// Fans whose power is convex in the coil air's approach (here exactly a squared hinge),
+    /// learned over a range of approaches that stops 2 K short of the setpoint and asked about
+    /// the hottest hours beyond it: the heat-rejection features carry the curvature over; the
+    /// linear hinges alone (the same features less the squared ones, fitted the same way)
+    /// run out of it and under-predict.
+    #[test]
+    fn the_heat_rejection_model_carries_the_fans_convexity_into_hotter_hours() {
+        use super::{cooling_features, facility_features, N_FAC};
+        use crate::regress::Samples;
+        let law2 = |it: f64, air: f64, sp: f64| 0.002 * it + 0.0001 * it * (air - sp + 10.0).max(0.0).powi(2);
+        let mut model = FacilityModel::default();
+        let mut linear = Samples::new(N_FAC, 50_000);
+        for k in 0..2000 {
+            let it = 12_000.0 + 2_000.0 * ((k * 7 % 13) as f64 / 12.0);
+            let db = 10.0 + 20.0 * ((k * 5 % 17) as f64 / 16.0);
+            let sp = 32.0 + (k % 4) as f64 * 0.5;
+            let mut m = snap(it, db, db - 6.0, sp, false);
+            let rest = law2(it, db, sp);
+            m.facilities[0].fan_power_kw.value = rest;
+            m.meter.facility_power_kw.value = it * 1.03 + rest;
+            m.t_s = k as f64 * FAC_BLOCK_S;
+            model.observe(&m);
+            linear.push(&facility_features(it, db, db - 6.0, sp), rest);
+        }
+        model.fit().unwrap();
+        let linear = linear.fit(1e-4).unwrap();
+        let (mut e_model, mut e_linear) = (0.0f64, 0.0f64);
+        for k in 0..50 {
+            let (it, db, sp) = (13_000.0 + 10.0 * k as f64, 33.0 + 0.04 * k as f64, 32.0);
+            let truth = law2(it, db, sp);
+            e_model = e_model.max((model.predict(it, db, db - 6.0, sp, 0.0).unwrap().0 - truth).abs());
+            e_linear = e_linear.max((linear.predict(&facility_features(it, db, db - 6.0, sp)) - truth).abs());
+        }
+        assert!(e_model < 1.0, "heat-rejection model off by {e_model} kW");
+        assert!(
+            e_linear > 5.0,
+            "linear hinges off by only {e_linear} kW (model {e_model})"
+        );
+        assert_eq!(cooling_features(1.0, 30.0, 20.0, 30.0)[N_FAC..], [1.0, 0.25]);
     }
 
     /// A heat-reuse heat pump follows district heating's demand, not the weather the features
