@@ -110,6 +110,11 @@ pub struct CoordinatedParams {
     /// stage it, which warmer water may never make it do). A probe that ends without the
     /// samples is not repeated for a day.
     pub probe_assist_s: f64,
+    /// A heat-rejection mode the plan left (by its own choice, or because the dry coolers gave
+    /// out) is not chosen again for this long, s: a mode whose predicted saving reverses at the
+    /// next plan is the air model's error, not the plant's, and every change is a write; 0: no
+    /// such hold.
+    pub mode_return_s: f64,
     /// Two-phase immersion: a tank at its design heat may run its pool at most at the
     /// saturation temperature of this fraction of its relief pressure above atmospheric, as the
     /// condenser model predicts it with the skid holding its supply setpoint (so that a tank
@@ -146,6 +151,7 @@ impl Default for CoordinatedParams {
             write_amortise_max_s: 4.0 * 3600.0,
             choose_rejection_mode: true,
             probe_assist_s: 2.0 * 3600.0,
+            mode_return_s: 2.0 * 3600.0,
             tank_pressure_frac: 0.4,
             tank_margin_k: 0.5,
             tank_supply_below_design_k: 12.0,
@@ -884,6 +890,49 @@ pub struct Coordinated {
     probe_next_s: f64,
     /// Since when the policy has optimised without the air model's samples of the assist on, s.
     probe_wanted_since_s: Option<f64>,
+    /// Where the dry coolers gave out while the plan asked for dry (the newest last).
+    dry_gave_out: Vec<DryGaveOut>,
+    /// A line for the next plan: dry given up since the last one.
+    dry_note: Option<String>,
+    /// The heat-rejection mode the plan last left, and when, s.
+    mode_left: Option<(RejectionMode, f64)>,
+}
+
+/// The dry coolers gave out: the plan asked for dry (the assist off) and a hall's facility water
+/// ran more than [`DRY_WARM_K`] above its setpoint, the condition on which the controller's
+/// envelope gives dry up for auto. What the dry coolers reject grows with the water's approach
+/// to the outdoor air and what they must reject with the load, so dry is not asked for again at
+/// an approach as small as this one or smaller, at this load or more
+/// ([`DRY_RETRY_APPROACH_K`], [`DRY_RETRY_LOAD`]), for [`DRY_MEMORY_S`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct DryGaveOut {
+    t_s: f64,
+    /// The hall's facility setpoint in force minus the outdoor dry bulb, K.
+    approach_k: f64,
+    /// Site IT power, kW.
+    it_kw: f64,
+    /// Outdoor dry bulb, °C, and the facility water and its setpoint, °C (for the plan's words).
+    dry_bulb_c: f64,
+    water_c: f64,
+    setpoint_c: f64,
+}
+
+/// The facility water this far above its setpoint with the assist off means the dry coolers
+/// (and the trim chiller behind them) are at capacity: the controller's envelope gives dry up.
+pub const DRY_WARM_K: f64 = 2.0;
+/// Dry is asked for again only at an approach (facility setpoint − dry bulb) this much larger
+/// than where it gave out, K.
+pub const DRY_RETRY_APPROACH_K: f64 = 1.0;
+/// ... or at a load this fraction of the one it gave out at, or less.
+pub const DRY_RETRY_LOAD: f64 = 0.95;
+/// How long a give-out is remembered, s (a week: fouling and cleaning change the coolers).
+pub const DRY_MEMORY_S: f64 = 7.0 * 86400.0;
+
+impl DryGaveOut {
+    /// Dry at this approach and load would be asked for where it gave out.
+    fn blocks(&self, approach_k: f64, it_kw: f64) -> bool {
+        approach_k < self.approach_k + DRY_RETRY_APPROACH_K && it_kw > DRY_RETRY_LOAD * self.it_kw
+    }
 }
 
 /// One candidate's GPU-side sums.
@@ -990,6 +1039,7 @@ impl Coordinated {
         if let Err(why) = self.inputs_fresh(m, now) {
             return self.fallback_decision(input, format!("{why}: the prediction cannot be trusted"));
         }
+        self.watch_dry(input);
         let due = now >= self.next_plan_s - 1e-6 || !self.optimising || self.held.is_none();
         if due {
             return match self.optimise(input) {
@@ -1012,6 +1062,58 @@ impl Coordinated {
             reasons: Vec::new(),
             plan: None,
         }
+    }
+
+    /// Every tick while a plan asking for dry is held: a hall whose facility water runs more
+    /// than [`DRY_WARM_K`] above its setpoint in force (read fresh) means the dry coolers gave
+    /// out. The approach and load are remembered, the plan in force asks for auto from now
+    /// (what the controller's envelope does anyway, so the two do not fight), and the next plan
+    /// says so.
+    fn watch_dry(&mut self, input: &PolicyInput<'_>) {
+        let now = input.now_s;
+        let stale = self.params.stale_s;
+        let Some(held) = self.held.as_mut() else {
+            return;
+        };
+        if held.rejection_mode != RejectionMode::Dry {
+            return;
+        }
+        let m = input.image;
+        let db = m.facilities.first().map(|f| f.outdoor_dry_bulb_c);
+        let Some(db) = db.filter(|r| r.usable(now, stale)).map(|r| r.value) else {
+            return;
+        };
+        let it = m.meter.it_power_kw;
+        if !it.usable(now, stale) {
+            return;
+        }
+        let gave_out = m.facilities.iter().enumerate().find_map(|(h, f)| {
+            let sp = *input.current.facilities.get(h)?;
+            let w = f.supply_temp_c;
+            (w.usable(now, stale) && w.value > sp + DRY_WARM_K).then_some((w.value, sp))
+        });
+        let Some((water_c, setpoint_c)) = gave_out else {
+            return;
+        };
+        held.rejection_mode = RejectionMode::Auto;
+        self.mode_left = Some((RejectionMode::Dry, now));
+        let g = DryGaveOut {
+            t_s: now,
+            approach_k: setpoint_c - db,
+            it_kw: it.value,
+            dry_bulb_c: db,
+            water_c,
+            setpoint_c,
+        };
+        self.dry_gave_out.retain(|x| now - x.t_s < DRY_MEMORY_S);
+        self.dry_gave_out.push(g);
+        self.dry_note = Some(format!(
+            "dry gave out at {:.1} h: facility water {water_c:.1} °C against its {setpoint_c:.1} °C setpoint with the outdoor air at {db:.1} °C and {:.0} kW of IT: heat rejection back to auto, and dry is not asked for again at an approach (setpoint − dry bulb) under {:.1} K with more than {:.0} kW for a week",
+            now / 3600.0,
+            it.value,
+            g.approach_k + DRY_RETRY_APPROACH_K,
+            DRY_RETRY_LOAD * it.value
+        ));
     }
 
     fn inputs_fresh(&self, m: &Measurements, now: f64) -> Result<(), String> {
@@ -1471,6 +1573,18 @@ impl Coordinated {
             let cost = if first_plan { 0.0 } else { write_cost };
             (w, w as f64 * cost / amortise_h)
         };
+        // Where the dry coolers gave out (remembered for a week): no dry candidate there.
+        let dry_limits: Vec<DryGaveOut> = self
+            .dry_gave_out
+            .iter()
+            .filter(|g| input.now_s - g.t_s < DRY_MEMORY_S)
+            .copied()
+            .collect();
+        let (mut dry_short, mut dry_blocked) = (0u32, None::<DryGaveOut>);
+        // The mode the plan left less than `mode_return_s` ago is not chosen again yet.
+        let mode_left = self.mode_left.filter(|(_, t)| input.now_s - t < p.mode_return_s);
+        let returning = |mode: RejectionMode| mode_left.is_some_and(|(m0, _)| m0 == mode);
+        let mut mode_returns = 0u32;
         let mut best: Option<(PlanSetpoints, PlanPrediction, f64, u32)> = None;
         let mut n = 0u32;
         let mut sides = Vec::new();
@@ -1515,6 +1629,21 @@ impl Coordinated {
                         continue;
                     }
                     for &mode in modes {
+                        if mode != keep_sp.rejection_mode && returning(mode) {
+                            mode_returns += 1;
+                            continue;
+                        }
+                        if mode == RejectionMode::Dry {
+                            // The assist holds water the plant is short of now: not given up.
+                            if fac_short && assist_now == Some(true) {
+                                dry_short += 1;
+                                continue;
+                            }
+                            if let Some(g) = dry_limits.iter().rev().find(|g| g.blocks(fac - db, it_now)) {
+                                dry_blocked.get_or_insert(*g);
+                                continue;
+                            }
+                        }
                         let Some(pred) = evaluate(&gs, s, q, fac, mode) else {
                             continue;
                         };
@@ -1546,6 +1675,33 @@ impl Coordinated {
         }
         let mut reasons = Vec::new();
         reasons.extend(refit_note);
+        reasons.extend(self.dry_note.take());
+        if dry_short > 0 {
+            reasons.push(format!(
+                "dry not offered: the facility water at {fs_now:.1} °C is not reaching its {f_keep:.1} °C setpoint with the adiabatic assist on, and dry would take the assist away"
+            ));
+        }
+        if let (Some((m0, t0)), true) = (mode_left, mode_returns > 0) {
+            reasons.push(format!(
+                "heat rejection {} not chosen again before {:.1} h: the plan left it at {:.1} h (a mode is not returned to within {:.1} h of leaving it)",
+                m0.name(),
+                (t0 + p.mode_return_s) / 3600.0,
+                t0 / 3600.0,
+                p.mode_return_s / 3600.0
+            ));
+        }
+        if let Some(g) = dry_blocked {
+            reasons.push(format!(
+                "dry not offered where the approach (facility setpoint − dry bulb, {db:.1} °C now) is under {:.1} K: the dry coolers gave out at {:.1} h at an approach of {:.1} K ({:.1} °C water against {:.1} °C, air {:.1} °C, {:.0} kW of IT)",
+                g.approach_k + DRY_RETRY_APPROACH_K,
+                g.t_s / 3600.0,
+                g.approach_k,
+                g.water_c,
+                g.setpoint_c,
+                g.dry_bulb_c,
+                g.it_kw
+            ));
+        }
         if heat_pump_blind {
             reasons.push(format!(
                 "heat-reuse heat pump: its power meter or the facility return water cannot be read, so what colder water costs it is unknown: facility water not below its design {f_design:.0} °C"
@@ -1783,6 +1939,11 @@ impl Coordinated {
         // The hold that ends with a move feeds the expected hold (the first plan after the
         // fallback starts the first hold). A move is a target other than the last plan's: the
         // setpoints in force may lag it (the ramp, a guard), which is not a new move.
+        // The plan leaves a mode by its own choice (not for the probe): remembered, so that it
+        // is not returned to within `mode_return_s`.
+        if !first_plan && !probe_on && chosen.rejection_mode != keep_sp.rejection_mode {
+            self.mode_left = Some((keep_sp.rejection_mode, now));
+        }
         if self.held != Some(chosen) || first_plan {
             if let (Some(t), false) = (self.last_move_s, first_plan) {
                 self.hold_h = next_hold_h(self.hold_h, (now - t) / 3600.0, p.write_amortise_max_s);
@@ -2022,6 +2183,9 @@ impl Policy for Coordinated {
         if self.params.probe_assist_s != d.probe_assist_s {
             s.push_str(&format!(":probe-h={}", self.params.probe_assist_s / 3600.0));
         }
+        if self.params.mode_return_s != d.mode_return_s {
+            s.push_str(&format!(":mode-return-h={}", self.params.mode_return_s / 3600.0));
+        }
         s
     }
 
@@ -2117,6 +2281,70 @@ mod tests {
         };
         m.gpus.t_s = t;
         m
+    }
+
+    /// The plan asks for dry and the facility water runs more than 2 K above its setpoint: the
+    /// policy gives dry up at once (the plan in force asks for auto, as the envelope would), keeps
+    /// where it gave out, says so in the next plan, and holds dry back for `mode_return_s`; at
+    /// 1.9 K over it does nothing. The remembered give-out blocks dry at the same or a smaller
+    /// approach at as much load or more, and not at a larger approach or a lighter load.
+    #[test]
+    fn the_dry_coolers_giving_out_is_learned_and_dry_is_not_asked_for_again_there() {
+        use coolplane_core::signals::FacilityMeasurement;
+        let site = builtin_site("hall-10k").unwrap();
+        let topo = Topology::new(&site);
+        let limits = PlantLimits::from_site(&site, &topo);
+        let mut cur = limits.design_setpoints();
+        cur.facilities = vec![30.0; cur.facilities.len()];
+        let t = 80.0 * 3600.0;
+        let run = |water_c: f64| {
+            let mut img = image(&topo, t);
+            img.meter.it_power_kw = Reading::good(14_000.0, t);
+            img.facilities = vec![
+                FacilityMeasurement {
+                    supply_temp_c: Reading::good(water_c, t),
+                    outdoor_dry_bulb_c: Reading::good(36.0, t),
+                    outdoor_wet_bulb_c: Reading::good(19.0, t),
+                    ..Default::default()
+                };
+                cur.facilities.len()
+            ];
+            let mut p = Coordinated {
+                held: Some(PlanSetpoints {
+                    cdu_supply_c: 36.0,
+                    cdu_flow_frac: 0.8,
+                    facility_supply_c: 30.0,
+                    rejection_mode: RejectionMode::Dry,
+                }),
+                ..Default::default()
+            };
+            p.watch_dry(&PolicyInput {
+                now_s: t,
+                image: &img,
+                limits: &limits,
+                topology: &topo,
+                current: &cur,
+            });
+            p
+        };
+        let holding = run(31.9);
+        assert_eq!(holding.held.unwrap().rejection_mode, RejectionMode::Dry);
+        assert!(holding.dry_gave_out.is_empty() && holding.dry_note.is_none() && holding.mode_left.is_none());
+
+        let p = run(32.3);
+        assert_eq!(p.held.unwrap().rejection_mode, RejectionMode::Auto);
+        assert_eq!(p.mode_left, Some((RejectionMode::Dry, t)));
+        let g = p.dry_gave_out[0];
+        assert!((g.approach_k - (30.0 - 36.0)).abs() < 1e-9 && (g.it_kw - 14_000.0).abs() < 1e-9);
+        let note = p.dry_note.as_deref().unwrap();
+        assert!(
+            note.contains("dry gave out at 80.0 h") && note.contains("32.3 °C"),
+            "{note}"
+        );
+        // Blocked: the same approach, a smaller one, up to 1 K larger, at as much load or more.
+        assert!(g.blocks(-6.0, 14_000.0) && g.blocks(-9.0, 15_000.0) && g.blocks(-5.1, 13_400.0));
+        // Not blocked: 1 K larger approach (warmer water or cooler air), or 5 % less load.
+        assert!(!g.blocks(-5.0, 14_000.0) && !g.blocks(-6.0, 13_300.0));
     }
 
     #[test]

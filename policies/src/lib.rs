@@ -432,7 +432,7 @@ impl std::error::Error for UnknownPolicy {}
 /// Parameters `coordinated` and `coordinated-auto` take after their name, `:key=value` each
 /// (`coordinated:write-kwh=12:write-hold-h=4`): the operator's price of a setpoint write, which
 /// trades EEPROM wear against energy (`RESULTS.md` measures the trade-off).
-pub const COORDINATED_PARAMETERS: [(&str, &str); 3] = [
+pub const COORDINATED_PARAMETERS: [(&str, &str); 4] = [
     (
         "write-kwh",
         "energy a setpoint write is charged, kWh at CDUs of 1,440 kW design (0 to 1000)",
@@ -444,6 +444,10 @@ pub const COORDINATED_PARAMETERS: [(&str, &str); 3] = [
     (
         "probe-h",
         "longest time the adiabatic assist is held on to learn what it saves, h (0: never; up to 24)",
+    ),
+    (
+        "mode-return-h",
+        "a heat-rejection mode the plan left is not chosen again for this long, h (0: no hold; up to 24)",
     ),
 ];
 
@@ -472,7 +476,8 @@ fn coordinated_params(
             "write-kwh" if (0.0..=1000.0).contains(&x) => p.write_cost_kwh = x,
             "write-hold-h" if (1.0..=168.0).contains(&x) => p.write_amortise_max_s = x * 3600.0,
             "probe-h" if (0.0..=24.0).contains(&x) => p.probe_assist_s = x * 3600.0,
-            "write-kwh" | "write-hold-h" | "probe-h" => {
+            "mode-return-h" if (0.0..=24.0).contains(&x) => p.mode_return_s = x * 3600.0,
+            "write-kwh" | "write-hold-h" | "probe-h" | "mode-return-h" => {
                 let range = match k {
                     "write-kwh" => "[0, 1000]",
                     "write-hold-h" => "[1, 168]",
@@ -1298,6 +1303,12 @@ mod tests {
         assert_eq!(
             by_name("coordinated:probe-h=0").unwrap().label(),
             "coordinated:probe-h=0"
+        );
+        let e = err("coordinated:mode-return-h=-1");
+        assert!(e.contains("mode-return-h = -1") && e.contains("[0, 24]"), "{e}");
+        assert_eq!(
+            by_name("coordinated:mode-return-h=0").unwrap().label(),
+            "coordinated:mode-return-h=0"
         );
         let e = err("coordinated:write-kwh=NaN");
         assert!(e.contains("not a finite number"), "{e}");
