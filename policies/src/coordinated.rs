@@ -18,7 +18,14 @@
 //!   under two limits: the hottest GPU at today's load at most `slowdown − margin_now_k`, and
 //!   every rack's hottest GPU at its thermal design power at most `slowdown − margin_tdp_k` (a
 //!   rack may go from idle to full power before the next plan). The facility water stays an
-//!   approach below the coldest CDU supply.
+//!   approach below the coldest CDU supply: the CDU heat exchangers' approach at today's load
+//!   plus `facility_gap_margin_k`, or plus `chiller_gap_margin_k` while the metered chillers draw
+//!   `chiller_gap_share` of the IT power (colder facility water then relieves the air-side
+//!   chillers and the facility pumps, which the cooling model underrates).
+//! - **Heat-rejection mode** (dry / adiabatic / auto): from the air model. Dry is given up the
+//!   tick the facility water runs [`DRY_WARM_K`] over its setpoint without the assist, and that
+//!   approach and load are remembered ([`DRY_MEMORY_S`]); no dry while the water is short with the
+//!   assist on; a mode the plan left is not chosen again for `mode_return_s`.
 //! - **Hysteresis:** the setpoints move only when the best candidate is predicted to save at
 //!   least `min_gain` (relative) over keeping the present ones and its setpoint writes (each
 //!   charged in energy, in proportion to the mean design load of the site's CDUs), which keeps writes (EEPROM
@@ -77,6 +84,14 @@ pub struct CoordinatedParams {
     /// Facility water at least this far below the coldest CDU supply, K, on top of the CDU's
     /// heat-exchanger approach at its present load.
     pub facility_gap_margin_k: f64,
+    /// While the metered chillers draw at least `chiller_gap_share` of the IT power (off again
+    /// below half of it), the margin on the CDUs' approach is at least this, K (not on tank
+    /// skids): colder facility water then relieves the air-side chillers (the air handlers'
+    /// warm coils take more of the air's heat) and lowers the facility flow the CDUs need, which
+    /// the policy's cooling model, fitted on the meters, underrates.
+    pub chiller_gap_margin_k: f64,
+    /// The share of the IT power the chillers draw from which `chiller_gap_margin_k` applies.
+    pub chiller_gap_share: f64,
     /// Telemetry older than this is stale, s.
     pub stale_s: f64,
     /// A move is chosen only if it keeps this much more margin than the limits (both the
@@ -144,6 +159,8 @@ impl Default for CoordinatedParams {
             flow_fracs: [0.7, 0.8, 0.9, 1.0, 1.1],
             facility_explore_k: 1.0,
             facility_gap_margin_k: 1.0,
+            chiller_gap_margin_k: 3.0,
+            chiller_gap_share: 0.005,
             stale_s: 300.0,
             margin_hysteresis_k: 1.5,
             write_cost_kwh: 1.5,
@@ -158,6 +175,22 @@ impl Default for CoordinatedParams {
             tank_flow_fracs: [0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.1],
         }
     }
+}
+
+/// The margin kept on the CDUs' approach, K, and whether the chillers' margin is in force: on
+/// from `chiller_gap_share` of the IT power drawn by the chillers, off below half of it.
+fn cdu_gap_margin(p: &CoordinatedParams, was_on: bool, chiller_share: f64) -> (bool, f64) {
+    let on = if was_on {
+        chiller_share >= 0.5 * p.chiller_gap_share
+    } else {
+        chiller_share >= p.chiller_gap_share
+    };
+    let margin = if on {
+        p.facility_gap_margin_k.max(p.chiller_gap_margin_k)
+    } else {
+        p.facility_gap_margin_k
+    };
+    (on, margin)
 }
 
 /// Hours a move's write charge is spread over: the running mean of the policy's recent holds
@@ -896,6 +929,8 @@ pub struct Coordinated {
     dry_note: Option<String>,
     /// The heat-rejection mode the plan last left, and when, s.
     mode_left: Option<(RejectionMode, f64)>,
+    /// The chillers' margin on the CDUs' approach is in force (`chiller_gap_margin_k`).
+    chiller_gap_on: bool,
 }
 
 /// The dry coolers gave out: the plan asked for dry (the assist off) and a hall's facility water
@@ -1303,6 +1338,16 @@ impl Coordinated {
         let db = m.facilities[0].outdoor_dry_bulb_c.value;
         let wb = m.facilities[0].outdoor_wet_bulb_c.value;
         let slow = l.gpu_slowdown_c;
+        // The chillers run: the facility water is kept further below what the CDUs need.
+        let chillers_kw: f64 = m
+            .facilities
+            .iter()
+            .map(|f| f.chiller_power_kw)
+            .filter(|r| r.usable(input.now_s, p.stale_s))
+            .map(|r| r.value.max(0.0))
+            .sum();
+        let chiller_share = chillers_kw / it_now.max(1.0);
+        let (chiller_gap_on, cdu_margin_k) = cdu_gap_margin(&p, self.chiller_gap_on, chiller_share);
         // Approach the CDU heat exchangers need at today's load.
         let gap = (0..nc)
             .map(|c| {
@@ -1316,7 +1361,8 @@ impl Coordinated {
                 } else {
                     m.cdus[c].heat_kw.value.max(0.0) / b.design_load_kw[c].max(1.0)
                 };
-                b.approach_k[c] * load.min(1.5) + p.facility_gap_margin_k
+                let margin = if is_tank { p.facility_gap_margin_k } else { cdu_margin_k };
+                b.approach_k[c] * load.min(1.5) + margin
             })
             .fold(2.0f64, f64::max);
         // Candidate ranges: every CDU alike, within the equipment limits of all of them.
@@ -1676,6 +1722,13 @@ impl Coordinated {
         let mut reasons = Vec::new();
         reasons.extend(refit_note);
         reasons.extend(self.dry_note.take());
+        if chiller_gap_on && cdu_margin_k > p.facility_gap_margin_k {
+            reasons.push(format!(
+                "the chillers draw {chillers_kw:.0} kW ({:.2} % of IT): facility water kept at least {cdu_margin_k:.1} K below what the CDUs' heat exchangers need at today's load ({:.1} K without chillers), so that the air handlers' warm coils take more of the air's heat and the CDUs need less facility flow",
+                100.0 * chiller_share,
+                p.facility_gap_margin_k
+            ));
+        }
         if dry_short > 0 {
             reasons.push(format!(
                 "dry not offered: the facility water at {fs_now:.1} °C is not reaching its {f_keep:.1} °C setpoint with the adiabatic assist on, and dry would take the assist away"
@@ -2112,6 +2165,7 @@ impl Coordinated {
             reasons.extend(b.forecast_note.clone());
         }
         self.held = Some(chosen);
+        self.chiller_gap_on = chiller_gap_on;
         // Placement: racks with the most headroom at TDP first (tanks: the coolest predicted
         // pool at design heat under the chosen condenser water, i.e. the most condenser to spare).
         let mut order: Vec<(f64, u32)> = (0..model.racks())
@@ -2345,6 +2399,25 @@ mod tests {
         assert!(g.blocks(-6.0, 14_000.0) && g.blocks(-9.0, 15_000.0) && g.blocks(-5.1, 13_400.0));
         // Not blocked: 1 K larger approach (warmer water or cooler air), or 5 % less load.
         assert!(!g.blocks(-5.0, 14_000.0) && !g.blocks(-6.0, 13_300.0));
+    }
+
+    /// The chillers' margin on the CDUs' approach: on from 0.5 % of the IT power drawn by the
+    /// chillers, held until they draw less than 0.25 % (no toggling, and no writes, as the
+    /// chillers cycle around the threshold).
+    #[test]
+    fn the_chillers_margin_on_the_cdu_approach_has_hysteresis() {
+        let p = CoordinatedParams::default();
+        assert_eq!(cdu_gap_margin(&p, false, 0.0), (false, 1.0));
+        assert_eq!(cdu_gap_margin(&p, false, 0.0049), (false, 1.0));
+        assert_eq!(cdu_gap_margin(&p, false, 0.005), (true, 3.0));
+        assert_eq!(cdu_gap_margin(&p, true, 0.003), (true, 3.0));
+        assert_eq!(cdu_gap_margin(&p, true, 0.0024), (false, 1.0));
+        // Never less than the plain margin.
+        let q = CoordinatedParams {
+            facility_gap_margin_k: 4.0,
+            ..p
+        };
+        assert_eq!(cdu_gap_margin(&q, false, 0.01), (true, 4.0));
     }
 
     #[test]
