@@ -2240,6 +2240,9 @@ impl Policy for Coordinated {
         if self.params.mode_return_s != d.mode_return_s {
             s.push_str(&format!(":mode-return-h={}", self.params.mode_return_s / 3600.0));
         }
+        if self.params.chiller_gap_margin_k != d.chiller_gap_margin_k {
+            s.push_str(&format!(":chiller-margin-k={}", self.params.chiller_gap_margin_k));
+        }
         s
     }
 

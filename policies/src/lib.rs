@@ -432,7 +432,7 @@ impl std::error::Error for UnknownPolicy {}
 /// Parameters `coordinated` and `coordinated-auto` take after their name, `:key=value` each
 /// (`coordinated:write-kwh=12:write-hold-h=4`): the operator's price of a setpoint write, which
 /// trades EEPROM wear against energy (`RESULTS.md` measures the trade-off).
-pub const COORDINATED_PARAMETERS: [(&str, &str); 4] = [
+pub const COORDINATED_PARAMETERS: [(&str, &str); 5] = [
     (
         "write-kwh",
         "energy a setpoint write is charged, kWh at CDUs of 1,440 kW design (0 to 1000)",
@@ -448,6 +448,10 @@ pub const COORDINATED_PARAMETERS: [(&str, &str); 4] = [
     (
         "mode-return-h",
         "a heat-rejection mode the plan left is not chosen again for this long, h (0: no hold; up to 24)",
+    ),
+    (
+        "chiller-margin-k",
+        "while the chillers run, the facility water is kept this far beyond the CDUs' approach, K (1: as without chillers; up to 10)",
     ),
 ];
 
@@ -477,10 +481,12 @@ fn coordinated_params(
             "write-hold-h" if (1.0..=168.0).contains(&x) => p.write_amortise_max_s = x * 3600.0,
             "probe-h" if (0.0..=24.0).contains(&x) => p.probe_assist_s = x * 3600.0,
             "mode-return-h" if (0.0..=24.0).contains(&x) => p.mode_return_s = x * 3600.0,
-            "write-kwh" | "write-hold-h" | "probe-h" | "mode-return-h" => {
+            "chiller-margin-k" if (1.0..=10.0).contains(&x) => p.chiller_gap_margin_k = x,
+            "write-kwh" | "write-hold-h" | "probe-h" | "mode-return-h" | "chiller-margin-k" => {
                 let range = match k {
                     "write-kwh" => "[0, 1000]",
                     "write-hold-h" => "[1, 168]",
+                    "chiller-margin-k" => "[1, 10]",
                     _ => "[0, 24]",
                 };
                 return Err(bad(format!("{k} = {x} is outside {range}")));
@@ -1303,6 +1309,12 @@ mod tests {
         assert_eq!(
             by_name("coordinated:probe-h=0").unwrap().label(),
             "coordinated:probe-h=0"
+        );
+        let e = err("coordinated:chiller-margin-k=0.5");
+        assert!(e.contains("chiller-margin-k = 0.5") && e.contains("[1, 10]"), "{e}");
+        assert_eq!(
+            by_name("coordinated:chiller-margin-k=1").unwrap().label(),
+            "coordinated:chiller-margin-k=1"
         );
         let e = err("coordinated:mode-return-h=-1");
         assert!(e.contains("mode-return-h = -1") && e.contains("[0, 24]"), "{e}");
