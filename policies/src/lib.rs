@@ -431,7 +431,8 @@ impl std::error::Error for UnknownPolicy {}
 
 /// Parameters `coordinated` and `coordinated-auto` take after their name, `:key=value` each
 /// (`coordinated:write-kwh=12:write-hold-h=4`): the operator's price of a setpoint write, which
-/// trades EEPROM wear against energy (`RESULTS.md` measures the trade-off).
+/// trades EEPROM wear against energy (`RESULTS.md` measures the trade-off), the adiabatic probe,
+/// the hold on returning to a heat-rejection mode and the chillers' margin on the CDUs' approach.
 pub const COORDINATED_PARAMETERS: [(&str, &str); 5] = [
     (
         "write-kwh",
