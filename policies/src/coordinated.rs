@@ -29,7 +29,9 @@
 //! - **Hysteresis:** the setpoints move only when the best candidate is predicted to save at
 //!   least `min_gain` (relative) over keeping the present ones and its setpoint writes (each
 //!   charged in energy, in proportion to the mean design load of the site's CDUs), which keeps writes (EEPROM
-//!   wear) rare.
+//!   wear) rare. Where the operator sets an allowance (`write_budget_per_cdu_week`), the moves of
+//!   any 7 days stay within it: a move is made only if what is left after it would undo it, and a
+//!   write's price rises as the allowance is used; a move the limits force is made regardless.
 //! - **Two-phase immersion tanks** (a CDU is then a tank's condenser-water skid): the dies sit on
 //!   the boiling pool, not on the water, so the candidates are the condenser water's supply and
 //!   flow. Each tank's condenser is learned from its skid's meters and pool temperature
@@ -113,6 +115,15 @@ pub struct CoordinatedParams {
     /// running mean of the policy's own recent holds, or the hold in progress if longer, at
     /// least the horizon and at most this, s.
     pub write_amortise_max_s: f64,
+    /// A hard cap on the policy's setpoint writes (EEPROM wear), writes per CDU per week (0: no
+    /// cap, the price alone): the moves of any 7 days take at most this times the site's CDUs.
+    /// A move is made only if the allowance left after it would undo it (its writes at most half
+    /// of what is left), so that one move never spends the week's writes and strands the
+    /// setpoints where the weather of its hour put them; and the price of a write rises as the
+    /// allowance is used (`(1 / (1 − used share))²`, at most 100 ×). The one-off move out of the
+    /// fallback is not counted; a move the limits force (the setpoints in force break a margin,
+    /// a tank over its pressure) is made regardless and counted.
+    pub write_budget_per_cdu_week: f64,
     /// Choose the heat-rejection mode (dry coolers alone, or with adiabatic assist held on)
     /// where the halls have adiabatic assist, from the air model (rejection power against the
     /// air entering the coils); off: the firmware stages the assist itself (auto), the
@@ -166,6 +177,7 @@ impl Default for CoordinatedParams {
             write_cost_kwh: 1.5,
             write_cost_ref_kw: 1440.0,
             write_amortise_max_s: 4.0 * 3600.0,
+            write_budget_per_cdu_week: 0.0,
             choose_rejection_mode: true,
             probe_assist_s: 2.0 * 3600.0,
             mode_return_s: 2.0 * 3600.0,
@@ -199,6 +211,25 @@ fn write_amortise_h(hold_h: f64, holding_h: f64, horizon_s: f64, cap_s: f64) -> 
     let lo = horizon_s / 3600.0;
     hold_h.max(holding_h).clamp(lo, (cap_s / 3600.0).max(lo))
 }
+
+/// The week's write allowance: `budget` writes (0 or less: none) against `used` in the last 7
+/// days. Returns the writes left (`None` without an allowance) and the multiplier on a write's
+/// price, `(1 / (1 − used share))²`, at most [`WRITE_PRICE_MAX_MULT`]: 4 × with half the
+/// allowance used, 16 × with three quarters, so the last writes are kept for the moves that pay
+/// most (a return from setpoints the weather has turned against).
+fn write_allowance(budget: f64, used: u32) -> (Option<u32>, f64) {
+    if budget.is_nan() || budget < 1.0 {
+        return (None, 1.0);
+    }
+    let left = (budget.floor() - used as f64).max(0.0);
+    let mult = (budget / left.max(1e-9)).powi(2).clamp(1.0, WRITE_PRICE_MAX_MULT);
+    (Some(left as u32), mult)
+}
+
+/// The most a write's price is raised as the week's allowance runs out.
+pub const WRITE_PRICE_MAX_MULT: f64 = 100.0;
+/// The window of the write allowance, s.
+pub const WRITE_WINDOW_S: f64 = 7.0 * 86_400.0;
 
 /// Setpoints for a tank over its pressure when no relieving candidate passes the limits: the
 /// coldest condenser supply and fullest flow of the candidate ranges, but never warmer or less
@@ -931,6 +962,8 @@ pub struct Coordinated {
     mode_left: Option<(RejectionMode, f64)>,
     /// The chillers' margin on the CDUs' approach is in force (`chiller_gap_margin_k`).
     chiller_gap_on: bool,
+    /// The policy's moves in the last [`WRITE_WINDOW_S`]: when, s, and the writes each needed.
+    moves_writes: Vec<(f64, u32)>,
 }
 
 /// The dry coolers gave out: the plan asked for dry (the assist off) and a hall's facility water
@@ -1323,6 +1356,8 @@ impl Coordinated {
     fn optimise(&mut self, input: &PolicyInput<'_>) -> Option<Decision> {
         let p = self.params;
         let first_plan = !self.optimising;
+        self.moves_writes.retain(|(t, _)| input.now_s - t < WRITE_WINDOW_S);
+        let writes_used: u32 = self.moves_writes.iter().map(|(_, w)| *w).sum();
         let refit_note = self.bound.as_mut().and_then(|b| b.refit_note.take());
         let b = self.bound.as_ref().expect("bound");
         let model = b.model.as_ref().expect("model");
@@ -1596,8 +1631,16 @@ impl Coordinated {
         // plan's horizon, at most the cap.
         let holding_h = self.last_move_s.map_or(0.0, |t| (input.now_s - t) / 3600.0);
         let amortise_h = write_amortise_h(self.hold_h, holding_h, p.horizon_s, p.write_amortise_max_s);
+        // The setpoints in force keep the plain limits (a move is then optional).
+        let keep_ok = tank_over.is_none()
+            && keep.is_some()
+            && feasible(&keep_gs)
+            && keep_sp.facility_supply_c <= keep_sp.cdu_supply_c - gap + 0.5;
+        // The week's write allowance, where the operator set one: what is left of it, and the
+        // price of a write raised as it is used.
+        let (budget_left, price_mult) = write_allowance(p.write_budget_per_cdu_week * nc as f64, writes_used);
         // A write's charge, kWh, in proportion to the load the site's CDUs carry.
-        let write_cost = p.write_cost_kwh * b.design_load_kw.iter().sum::<f64>()
+        let write_cost = price_mult * p.write_cost_kwh * b.design_load_kw.iter().sum::<f64>()
             / (b.design_load_kw.len().max(1) as f64 * p.write_cost_ref_kw.max(1.0));
         // Writes a move needs, and what they are charged, kW over the horizon.
         let write_kw = |s: f64, q: f64, fac: f64, mode: RejectionMode| -> (u32, f64) {
@@ -1635,6 +1678,7 @@ impl Coordinated {
         let mut n = 0u32;
         let mut sides = Vec::new();
         let (mut hot_refused, mut tdp_refused, mut tank_refused, mut implausible) = (0u32, 0u32, 0u32, 0u32);
+        let mut budget_refused = 0u32;
         for &s in &supplies {
             for &q in &flows {
                 let gs = Self::gpu_side(b, model, topo, l, m, &sup_now, &q_now, s, q);
@@ -1700,6 +1744,14 @@ impl Coordinated {
                             continue;
                         }
                         let (writes, wkw) = write_kw(s, q, fac, mode);
+                        // An optional move is made only if what is left of the week's write
+                        // allowance after it would undo it: a move is judged on the hours ahead,
+                        // and one that spends the allowance leaves the setpoints where they are
+                        // for the rest of the week, however the weather turns.
+                        if keep_ok && !first_plan && budget_left.is_some_and(|left| 2 * writes > left) {
+                            budget_refused += 1;
+                            continue;
+                        }
                         let score = (pred.facility_kw + wkw) / pred.work_gpu_s_per_s;
                         if best.as_ref().is_none_or(|b| score < b.2) {
                             best = Some((
@@ -1760,10 +1812,19 @@ impl Coordinated {
                 "heat-reuse heat pump: its power meter or the facility return water cannot be read, so what colder water costs it is unknown: facility water not below its design {f_design:.0} °C"
             ));
         }
-        let keep_ok = tank_over.is_none()
-            && keep.is_some()
-            && feasible(&keep_gs)
-            && keep_sp.facility_supply_c <= keep_sp.cdu_supply_c - gap + 0.5;
+        if let Some(left) = budget_left {
+            reasons.push(format!(
+                "write allowance: {writes_used} of {:.0} setpoint writes used in the last 7 days ({:.1} a CDU a week), {left} left; a write is charged {:.1} × its price{}",
+                (p.write_budget_per_cdu_week * nc as f64).floor(),
+                p.write_budget_per_cdu_week,
+                price_mult,
+                if budget_refused > 0 {
+                    format!("; {budget_refused} candidates need more than half the writes left (a move must leave enough to undo it) and are not made")
+                } else {
+                    String::new()
+                }
+            ));
+        }
         let (mut chosen, mut pred) = match (best, keep) {
             (Some((sp, pred, score, writes)), Some(k))
                 if keep_ok && !first_plan && score >= k.kwh_per_gpu_h * (1.0 - p.min_gain) =>
@@ -1824,6 +1885,16 @@ impl Coordinated {
                     ));
                 }
                 (sp, pred)
+            }
+            (None, Some(k)) if keep_ok && !first_plan && budget_refused > 0 => {
+                reasons.push(format!(
+                    "holding CDU supply {:.1} °C, flow {:.0} % of design, facility water {:.1} °C, heat rejection {}: every move that passes the limits needs more than half the setpoint writes the week's allowance has left (a move must leave enough to undo it)",
+                    keep_sp.cdu_supply_c,
+                    keep_sp.cdu_flow_frac * 100.0,
+                    keep_sp.facility_supply_c,
+                    keep_sp.rejection_mode.name(),
+                ));
+                (keep_sp, k)
             }
             (None, _) if tank_over.is_some() => {
                 // A tank over its pressure and no relieving candidate passes the limits (the
@@ -1996,6 +2067,18 @@ impl Coordinated {
         // is not returned to within `mode_return_s`.
         if !first_plan && !probe_on && chosen.rejection_mode != keep_sp.rejection_mode {
             self.mode_left = Some((keep_sp.rejection_mode, now));
+        }
+        // A move's writes count against the week's allowance (not the move out of the fallback).
+        if !first_plan && self.held != Some(chosen) {
+            let (w, _) = write_kw(
+                chosen.cdu_supply_c,
+                chosen.cdu_flow_frac,
+                chosen.facility_supply_c,
+                chosen.rejection_mode,
+            );
+            if w > 0 {
+                self.moves_writes.push((now, w));
+            }
         }
         if self.held != Some(chosen) || first_plan {
             if let (Some(t), false) = (self.last_move_s, first_plan) {
@@ -2234,6 +2317,9 @@ impl Policy for Coordinated {
         if self.params.write_amortise_max_s != d.write_amortise_max_s {
             s.push_str(&format!(":write-hold-h={}", self.params.write_amortise_max_s / 3600.0));
         }
+        if self.params.write_budget_per_cdu_week != d.write_budget_per_cdu_week {
+            s.push_str(&format!(":write-budget={}", self.params.write_budget_per_cdu_week));
+        }
         if self.params.probe_assist_s != d.probe_assist_s {
             s.push_str(&format!(":probe-h={}", self.params.probe_assist_s / 3600.0));
         }
@@ -2421,6 +2507,24 @@ mod tests {
             ..p
         };
         assert_eq!(cdu_gap_margin(&q, false, 0.01), (true, 4.0));
+    }
+
+    /// The week's write allowance: what is left, and a price that rises as it is used, capped;
+    /// none without an allowance (0, a fraction of a write, NaN).
+    #[test]
+    fn the_write_allowance_counts_down_and_raises_the_price_as_it_runs_out() {
+        assert_eq!(write_allowance(0.0, 0), (None, 1.0));
+        assert_eq!(write_allowance(0.5, 0), (None, 1.0));
+        assert_eq!(write_allowance(f64::NAN, 3), (None, 1.0));
+        assert_eq!(write_allowance(60.0, 0), (Some(60), 1.0));
+        assert_eq!(write_allowance(60.0, 30), (Some(30), 4.0));
+        assert_eq!(write_allowance(60.0, 45), (Some(15), 16.0));
+        // From 90 % of it, and past all of it (moves the limits forced), the price stays 100 ×.
+        assert_eq!(write_allowance(60.0, 54), (Some(6), WRITE_PRICE_MAX_MULT));
+        assert_eq!(write_allowance(60.0, 57), (Some(3), WRITE_PRICE_MAX_MULT));
+        assert_eq!(write_allowance(60.0, 75), (Some(0), WRITE_PRICE_MAX_MULT));
+        // A fractional allowance is whole writes.
+        assert_eq!(write_allowance(60.9, 0).0, Some(60));
     }
 
     #[test]

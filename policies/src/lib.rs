@@ -431,9 +431,10 @@ impl std::error::Error for UnknownPolicy {}
 
 /// Parameters `coordinated` and `coordinated-auto` take after their name, `:key=value` each
 /// (`coordinated:write-kwh=12:write-hold-h=4`): the operator's price of a setpoint write, which
-/// trades EEPROM wear against energy (`RESULTS.md` measures the trade-off), the adiabatic probe,
-/// the hold on returning to a heat-rejection mode and the chillers' margin on the CDUs' approach.
-pub const COORDINATED_PARAMETERS: [(&str, &str); 5] = [
+/// trades EEPROM wear against energy (`RESULTS.md` measures the trade-off), and a hard weekly
+/// allowance of writes, the adiabatic probe, the hold on returning to a heat-rejection mode and
+/// the chillers' margin on the CDUs' approach.
+pub const COORDINATED_PARAMETERS: [(&str, &str); 6] = [
     (
         "write-kwh",
         "energy a setpoint write is charged, kWh at CDUs of 1,440 kW design (0 to 1000)",
@@ -441,6 +442,10 @@ pub const COORDINATED_PARAMETERS: [(&str, &str); 5] = [
     (
         "write-hold-h",
         "longest time a move's write charge is spread over, h (1 to 168)",
+    ),
+    (
+        "write-budget",
+        "most setpoint writes the policy's moves may take in any 7 days, per CDU (0: no cap; up to 1000)",
     ),
     (
         "probe-h",
@@ -480,12 +485,13 @@ fn coordinated_params(
         match k {
             "write-kwh" if (0.0..=1000.0).contains(&x) => p.write_cost_kwh = x,
             "write-hold-h" if (1.0..=168.0).contains(&x) => p.write_amortise_max_s = x * 3600.0,
+            "write-budget" if (0.0..=1000.0).contains(&x) => p.write_budget_per_cdu_week = x,
             "probe-h" if (0.0..=24.0).contains(&x) => p.probe_assist_s = x * 3600.0,
             "mode-return-h" if (0.0..=24.0).contains(&x) => p.mode_return_s = x * 3600.0,
             "chiller-margin-k" if (1.0..=10.0).contains(&x) => p.chiller_gap_margin_k = x,
-            "write-kwh" | "write-hold-h" | "probe-h" | "mode-return-h" | "chiller-margin-k" => {
+            "write-kwh" | "write-hold-h" | "write-budget" | "probe-h" | "mode-return-h" | "chiller-margin-k" => {
                 let range = match k {
-                    "write-kwh" => "[0, 1000]",
+                    "write-kwh" | "write-budget" => "[0, 1000]",
                     "write-hold-h" => "[1, 168]",
                     "chiller-margin-k" => "[1, 10]",
                     _ => "[0, 24]",
@@ -1317,6 +1323,13 @@ mod tests {
             by_name("coordinated:chiller-margin-k=1").unwrap().label(),
             "coordinated:chiller-margin-k=1"
         );
+        let e = err("coordinated:write-budget=-5");
+        assert!(e.contains("write-budget = -5") && e.contains("[0, 1000]"), "{e}");
+        assert_eq!(
+            by_name("coordinated:write-budget=5").unwrap().label(),
+            "coordinated:write-budget=5"
+        );
+        assert_eq!(by_name("coordinated:write-budget=0").unwrap().label(), "coordinated");
         let e = err("coordinated:mode-return-h=-1");
         assert!(e.contains("mode-return-h = -1") && e.contains("[0, 24]"), "{e}");
         assert_eq!(

@@ -527,6 +527,69 @@ fn coordinated_keeps_the_facility_water_further_below_the_cdus_while_the_chiller
     }
 }
 
+/// Beijing's peak-heat week (day 194), two days after a 48 h warm-up (the learning day and the
+/// move out of the fallback are outside the scored days): with an allowance of one setpoint
+/// write per CDU a week (12 on hall-10k), every move the policy chooses leaves enough of the
+/// allowance to undo it (each plan says how much is left), and the devices see at most the allowance plus the
+/// writes of the moves the limits forced, where the same policy without it writes far more.
+#[test]
+fn coordinated_keeps_its_setpoint_writes_within_the_weeks_allowance() {
+    let Some(data) = data_dir() else { return };
+    let mut s = spec(2.0, 48.0);
+    s.weather.source = data.join("CHN_Beijing.Beijing.545110_IWEC.epw").display().to_string();
+    s.weather.start_day = Some(194.0);
+    let free = run_spec(&s, "coordinated");
+    let capped = run_spec(&s, "coordinated:write-budget=1");
+    let (w_free, w_capped) = (free.report.kpis.setpoint_writes, capped.report.kpis.setpoint_writes);
+    // The number after `key` in a plan line.
+    let num = |line: &str, key: &str| -> u32 {
+        let at = line.find(key).unwrap_or_else(|| panic!("no `{key}` in {line}")) + key.len();
+        line[at..]
+            .split(|c: char| !c.is_ascii_digit())
+            .next()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no number after `{key}` in {line}"))
+    };
+    let plans: Vec<_> = capped.plans.iter().filter(|p| p.status == "optimised").collect();
+    assert!(plans.len() >= 150, "{} plans", plans.len());
+    let (mut chosen, mut forced_in_window) = (0, 0);
+    for p in &plans {
+        let said = |what: &str| p.reasons.iter().find(|r| r.starts_with(what));
+        let line = said("write allowance: ")
+            .unwrap_or_else(|| panic!("no allowance line at {} h: {:?}", p.t_s / 3600.0, p.reasons));
+        assert!(line.contains(" of 12 setpoint writes used"), "{line}");
+        let left = num(line, "a week), ");
+        let Some(mv) = said("CDU supply ").filter(|r| r.contains(" setpoint writes)")) else {
+            continue;
+        };
+        let writes = num(mv, "% (");
+        if said("the setpoints in force break a limit").is_some() {
+            // Made regardless of the allowance, and counted in it.
+            if p.t_s >= 47.0 * 3600.0 {
+                forced_in_window += writes;
+            }
+        } else {
+            // ... and leaves enough to undo it.
+            assert!(2 * writes <= left, "a move of {writes} writes with {left} left: {mv}");
+            chosen += 1;
+        }
+    }
+    assert!(chosen >= 1, "no move chosen within the allowance");
+    assert!(
+        w_free > 2 * 12,
+        "without an allowance: {w_free} writes (the cap would not bind)"
+    );
+    assert!(
+        w_capped <= 12 + u64::from(forced_in_window),
+        "{w_capped} writes with an allowance of 12 a week and {forced_in_window} forced ({w_free} without)"
+    );
+    assert!(
+        w_capped < w_free / 2,
+        "{w_capped} writes with the allowance, {w_free} without"
+    );
+    assert_eq!(capped.report.kpis.throttle_gpu_s, 0.0);
+}
+
 /// Singapore's peak-heat week (day 154) after a 48 h warm-up: the firmware never stages the
 /// assist while `coordinated` learns (trim-respond) or in its first day of plans, so the air model
 /// has no samples of it on and cannot compare the modes. After that day the policy probes: a plan
