@@ -121,8 +121,10 @@ pub struct CoordinatedParams {
     /// of what is left), so that one move never spends the week's writes and strands the
     /// setpoints where the weather of its hour put them; and the price of a write rises as the
     /// allowance is used (`(1 / (1 − used share))²`, at most 100 ×). The one-off move out of the
-    /// fallback is not counted; a move the limits force (the setpoints in force break a margin,
-    /// a tank over its pressure) is made regardless and counted.
+    /// learning day is not counted; a move the limits force (the setpoints in force break a
+    /// margin, a tank over its pressure) and a return from a later fallback (stale inputs) are
+    /// made regardless and counted. The writes trim-respond makes while it stands in (learning,
+    /// stale inputs) are not the policy's moves and are not in the allowance.
     pub write_budget_per_cdu_week: f64,
     /// Choose the heat-rejection mode (dry coolers alone, or with adiabatic assist held on)
     /// where the halls have adiabatic assist, from the air model (rejection power against the
@@ -2068,8 +2070,10 @@ impl Coordinated {
         if !first_plan && !probe_on && chosen.rejection_mode != keep_sp.rejection_mode {
             self.mode_left = Some((keep_sp.rejection_mode, now));
         }
-        // A move's writes count against the week's allowance (not the move out of the fallback).
-        if !first_plan && self.held != Some(chosen) {
+        // A move's writes count against the week's allowance, and so does a return from a
+        // fallback (stale inputs) after the first plan; the first move out of the learning day
+        // does not.
+        if self.held != Some(chosen) && (!first_plan || self.last_move_s.is_some()) {
             let (w, _) = write_kw(
                 chosen.cdu_supply_c,
                 chosen.cdu_flow_frac,

@@ -766,6 +766,54 @@ fn coordinated_saves_energy_per_work_explains_and_falls_back_on_stale_data() {
     assert!(acc.hottest_gpu_mae_k < 3.0, "{acc:?}");
 }
 
+/// A return from a fallback after the first plan (CDU 0 offline from 27 h to 29 h) is counted in
+/// the week's write allowance; the first move out of the learning day is not.
+#[test]
+fn coordinated_counts_a_return_from_a_fallback_in_its_write_allowance() {
+    let mut s = spec(0.5, 24.0);
+    s.events.push(EventSpec {
+        start_h: 3.0,
+        end_h: Some(5.0),
+        fault: FaultKind::CduOffline { cdu: 0 },
+    });
+    let co = run_spec(&s, "coordinated:write-budget=1000");
+    let used = |p: &EnergyPlan| -> Option<u32> {
+        let r = p.reasons.iter().find(|r| r.starts_with("write allowance: "))?;
+        r["write allowance: ".len()..].split(' ').next()?.parse().ok()
+    };
+    let writes = |p: &EnergyPlan| -> u32 {
+        let r = p
+            .reasons
+            .iter()
+            .find(|r| r.starts_with("CDU supply ") && r.ends_with(" setpoint writes)"))
+            .unwrap_or_else(|| panic!("no move at {} h: {:?}", p.t_s / 3600.0, p.reasons));
+        let n = r
+            .rsplit('(')
+            .next()
+            .and_then(|t| t.split(' ').next())
+            .and_then(|n| n.parse().ok());
+        n.unwrap_or_else(|| panic!("{r}"))
+    };
+    let opt: Vec<_> = co.plans.iter().filter(|p| p.status == "optimised").collect();
+    // The first plan: nothing used, and its move is not counted by the next one.
+    assert_eq!(used(opt[0]), Some(0), "{:?}", opt[0].reasons);
+    assert!(writes(opt[0]) > 0, "the first plan moved nothing");
+    assert_eq!(used(opt[1]), Some(0), "{:?}", opt[1].reasons);
+    let before = opt
+        .iter()
+        .rfind(|p| p.t_s < 27.0 * 3600.0)
+        .expect("a plan before the fallback");
+    let back = opt.iter().position(|p| p.t_s > 29.0 * 3600.0).expect("a plan after it");
+    let (back_plan, next) = (opt[back], opt.get(back + 1).expect("a plan after the return"));
+    let w_back = writes(back_plan);
+    assert!(w_back > 0, "the return moved nothing: {:?}", back_plan.reasons);
+    let (u0, u1) = (used(before).expect("allowance"), used(next).expect("allowance"));
+    assert!(
+        u1 >= u0 + w_back,
+        "{u0} used before the fallback, {u1} after a return of {w_back} writes"
+    );
+}
+
 /// Once a day and a half of load history exists, `coordinated`'s plans carry a load forecast
 /// and predict the hour's powers at it: every such plan says so, earlier ones say why not, and
 /// the forecast makes the plan's facility prediction better than the same plans at today's load.
