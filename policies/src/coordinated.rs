@@ -122,8 +122,10 @@ pub struct CoordinatedParams {
     /// setpoints where the weather of its hour put them; and the price of a write rises as the
     /// allowance is used (`(1 / (1 − used share))²`, at most 100 ×). The one-off move out of the
     /// learning day is not counted; a move the limits force (the setpoints in force break a
-    /// margin, a tank over its pressure) and a return from a later fallback (stale inputs) are
-    /// made regardless and counted. The writes trim-respond makes while it stands in (learning,
+    /// margin, a tank over its pressure) takes the best candidate that fits the allowance, and
+    /// goes beyond it only when none does; a return from a later fallback (stale inputs) is made
+    /// regardless; both are counted. The adiabatic probe's mode writes are counted, not refused.
+    /// The moves are remembered in memory only: a restarted policy starts a fresh allowance. The writes trim-respond makes while it stands in (learning,
     /// stale inputs) are not the policy's moves and are not in the allowance.
     pub write_budget_per_cdu_week: f64,
     /// Choose the heat-rejection mode (dry coolers alone, or with adiabatic assist held on)
@@ -214,17 +216,23 @@ fn write_amortise_h(hold_h: f64, holding_h: f64, horizon_s: f64, cap_s: f64) -> 
     hold_h.max(holding_h).clamp(lo, (cap_s / 3600.0).max(lo))
 }
 
-/// The week's write allowance: `budget` writes (0 or less: none) against `used` in the last 7
+/// The week's write allowance: `budget` writes (0 or less: no allowance; less than one: none
+/// left for an optional move) against `used` in the last 7
 /// days. Returns the writes left (`None` without an allowance) and the multiplier on a write's
 /// price, `(1 / (1 − used share))²`, at most [`WRITE_PRICE_MAX_MULT`]: 4 × with half the
 /// allowance used, 16 × with three quarters, so the last writes are kept for the moves that pay
 /// most (a return from setpoints the weather has turned against).
 fn write_allowance(budget: f64, used: u32) -> (Option<u32>, f64) {
-    if budget.is_nan() || budget < 1.0 {
+    if budget.is_nan() || budget <= 0.0 {
         return (None, 1.0);
     }
-    let left = (budget.floor() - used as f64).max(0.0);
-    let mult = (budget / left.max(1e-9)).powi(2).clamp(1.0, WRITE_PRICE_MAX_MULT);
+    let total = budget.floor();
+    let left = (total - used as f64).max(0.0);
+    let mult = if left > 0.0 {
+        (total / left).powi(2).clamp(1.0, WRITE_PRICE_MAX_MULT)
+    } else {
+        WRITE_PRICE_MAX_MULT
+    };
     (Some(left as u32), mult)
 }
 
@@ -1677,6 +1685,8 @@ impl Coordinated {
         let returning = |mode: RejectionMode| mode_left.is_some_and(|(m0, _)| m0 == mode);
         let mut mode_returns = 0u32;
         let mut best: Option<(PlanSetpoints, PlanPrediction, f64, u32)> = None;
+        // The best forced move beyond the week's write allowance (taken only if none fits it).
+        let mut best_over: Option<(PlanSetpoints, PlanPrediction, f64, u32)> = None;
         let mut n = 0u32;
         let mut sides = Vec::new();
         let (mut hot_refused, mut tdp_refused, mut tank_refused, mut implausible) = (0u32, 0u32, 0u32, 0u32);
@@ -1750,13 +1760,22 @@ impl Coordinated {
                         // allowance after it would undo it: a move is judged on the hours ahead,
                         // and one that spends the allowance leaves the setpoints where they are
                         // for the rest of the week, however the weather turns.
-                        if keep_ok && !first_plan && budget_left.is_some_and(|left| 2 * writes > left) {
-                            budget_refused += 1;
-                            continue;
-                        }
+                        // A move the limits force (the setpoints in force break one) takes the best
+                        // candidate that fits the same way, and goes beyond the allowance only
+                        // when none does.
                         let score = (pred.facility_kw + wkw) / pred.work_gpu_s_per_s;
-                        if best.as_ref().is_none_or(|b| score < b.2) {
-                            best = Some((
+                        let fits = first_plan || budget_left.is_none_or(|left| 2 * writes <= left);
+                        let slot = if fits {
+                            &mut best
+                        } else {
+                            budget_refused += 1;
+                            if keep_ok {
+                                continue;
+                            }
+                            &mut best_over
+                        };
+                        if slot.as_ref().is_none_or(|b| score < b.2) {
+                            *slot = Some((
                                 PlanSetpoints {
                                     cdu_supply_c: s,
                                     cdu_flow_frac: q,
@@ -1775,6 +1794,10 @@ impl Coordinated {
         }
         let mut reasons = Vec::new();
         reasons.extend(refit_note);
+        if best.is_none() && best_over.is_some() {
+            best = best_over;
+            reasons.push("the setpoints in force break a limit the plan keeps and no move that restores it leaves enough of the week's write allowance to undo it: the best move beyond the allowance".into());
+        }
         reasons.extend(self.dry_note.take());
         if chiller_gap_on && cdu_margin_k > p.facility_gap_margin_k {
             reasons.push(format!(
@@ -2514,11 +2537,12 @@ mod tests {
     }
 
     /// The week's write allowance: what is left, and a price that rises as it is used, capped;
-    /// none without an allowance (0, a fraction of a write, NaN).
+    /// none without an allowance (0, NaN); an allowance of less than a write leaves nothing.
     #[test]
     fn the_write_allowance_counts_down_and_raises_the_price_as_it_runs_out() {
         assert_eq!(write_allowance(0.0, 0), (None, 1.0));
-        assert_eq!(write_allowance(0.5, 0), (None, 1.0));
+        assert_eq!(write_allowance(-1.0, 0), (None, 1.0));
+        assert_eq!(write_allowance(0.5, 0), (Some(0), WRITE_PRICE_MAX_MULT));
         assert_eq!(write_allowance(f64::NAN, 3), (None, 1.0));
         assert_eq!(write_allowance(60.0, 0), (Some(60), 1.0));
         assert_eq!(write_allowance(60.0, 30), (Some(30), 4.0));
@@ -2527,8 +2551,9 @@ mod tests {
         assert_eq!(write_allowance(60.0, 54), (Some(6), WRITE_PRICE_MAX_MULT));
         assert_eq!(write_allowance(60.0, 57), (Some(3), WRITE_PRICE_MAX_MULT));
         assert_eq!(write_allowance(60.0, 75), (Some(0), WRITE_PRICE_MAX_MULT));
-        // A fractional allowance is whole writes.
-        assert_eq!(write_allowance(60.9, 0).0, Some(60));
+        // A fractional allowance is whole writes, for what is left and for the price.
+        assert_eq!(write_allowance(60.9, 0), (Some(60), 1.0));
+        assert_eq!(write_allowance(60.9, 30), (Some(30), 4.0));
     }
 
     #[test]
