@@ -31,7 +31,8 @@
 //!   charged in energy, in proportion to the mean design load of the site's CDUs), which keeps writes (EEPROM
 //!   wear) rare. Where the operator sets an allowance (`write_budget_per_cdu_week`), the moves of
 //!   any 7 days stay within it: a move is made only if what is left after it would undo it, and a
-//!   write's price rises as the allowance is used; a move the limits force is made regardless.
+//!   write's price rises as the allowance is used; a move the limits force goes beyond it only
+//!   when no move within it restores them.
 //! - **Two-phase immersion tanks** (a CDU is then a tank's condenser-water skid): the dies sit on
 //!   the boiling pool, not on the water, so the candidates are the condenser water's supply and
 //!   flow. Each tank's condenser is learned from its skid's meters and pool temperature
@@ -125,8 +126,9 @@ pub struct CoordinatedParams {
     /// margin, a tank over its pressure) takes the best candidate that fits the allowance, and
     /// goes beyond it only when none does; a return from a later fallback (stale inputs) is made
     /// regardless; both are counted. The adiabatic probe's mode writes are counted, not refused.
-    /// The moves are remembered in memory only: a restarted policy starts a fresh allowance. The writes trim-respond makes while it stands in (learning,
-    /// stale inputs) are not the policy's moves and are not in the allowance.
+    /// The moves are remembered in memory only: a restarted policy starts a fresh allowance. The
+    /// writes trim-respond makes while it stands in (learning, stale inputs) are not the
+    /// policy's moves and are not in the allowance.
     pub write_budget_per_cdu_week: f64,
     /// Choose the heat-rejection mode (dry coolers alone, or with adiabatic assist held on)
     /// where the halls have adiabatic assist, from the air model (rejection power against the
@@ -1759,10 +1761,9 @@ impl Coordinated {
                         // An optional move is made only if what is left of the week's write
                         // allowance after it would undo it: a move is judged on the hours ahead,
                         // and one that spends the allowance leaves the setpoints where they are
-                        // for the rest of the week, however the weather turns.
-                        // A move the limits force (the setpoints in force break one) takes the best
-                        // candidate that fits the same way, and goes beyond the allowance only
-                        // when none does.
+                        // for the rest of the week, however the weather turns. A move the limits
+                        // force (the setpoints in force break one) takes the best candidate that
+                        // fits the same way, and goes beyond the allowance only when none does.
                         let score = (pred.facility_kw + wkw) / pred.work_gpu_s_per_s;
                         let fits = first_plan || budget_left.is_none_or(|left| 2 * writes <= left);
                         let slot = if fits {
