@@ -33,6 +33,11 @@
 //!   any 7 days stay within it: a move is made only if what is left after it would undo it, and a
 //!   write's price rises as the allowance is used; a move the limits force goes beyond it only
 //!   when no move within it restores them.
+//! - **The hours ahead** (`ahead_s`, off by default): a candidate's heat rejection, and so the
+//!   choice between candidates and between a move and holding, is judged over the coming hours
+//!   of outdoor air, a persistence forecast from the policy's own record (yesterday's air at
+//!   each hour plus today's difference, fading), so that a move made for this hour's air is not
+//!   undone by the afternoon's. The plan's predictions stay the hour ahead.
 //! - **Two-phase immersion tanks** (a CDU is then a tank's condenser-water skid): the dies sit on
 //!   the boiling pool, not on the water, so the candidates are the condenser water's supply and
 //!   flow. Each tank's condenser is learned from its skid's meters and pool temperature
@@ -130,6 +135,15 @@ pub struct CoordinatedParams {
     /// writes trim-respond makes while it stands in (learning, stale inputs) are not the
     /// policy's moves and are not in the allowance.
     pub write_budget_per_cdu_week: f64,
+    /// A candidate's heat rejection is judged over this many hours of outdoor air ahead, h (0:
+    /// the air now only): the policy sees no weather forecast, so the air of each coming hour is
+    /// the air it measured at that hour the day before, plus today's difference from yesterday
+    /// fading over [`WEATHER_BIAS_TAU_S`] (a persistence forecast); an hour yesterday left no
+    /// record of is the air now. The plan's predictions stay the hour ahead (what the plan
+    /// accuracy checks); only the choice between candidates, and between a move and holding,
+    /// uses the hours ahead, so that a move made for the hour's air is not undone by the
+    /// afternoon's.
+    pub ahead_s: f64,
     /// Choose the heat-rejection mode (dry coolers alone, or with adiabatic assist held on)
     /// where the halls have adiabatic assist, from the air model (rejection power against the
     /// air entering the coils); off: the firmware stages the assist itself (auto), the
@@ -184,6 +198,7 @@ impl Default for CoordinatedParams {
             write_cost_ref_kw: 1440.0,
             write_amortise_max_s: 4.0 * 3600.0,
             write_budget_per_cdu_week: 0.0,
+            ahead_s: 0.0,
             choose_rejection_mode: true,
             probe_assist_s: 2.0 * 3600.0,
             mode_return_s: 2.0 * 3600.0,
@@ -918,6 +933,8 @@ struct Bound {
     forecaster: Option<Forecaster>,
     /// Why the last training of the load forecaster failed (cleared by the next that succeeds).
     forecast_note: Option<String>,
+    /// Outdoor air measured, for the hours ahead.
+    weather: WeatherLog,
 }
 
 /// Horizons of the plan's load forecast, s, from the start of the last completed 5-minute step
@@ -928,6 +945,88 @@ const LOAD_STEP_S: f64 = 300.0;
 /// History the load forecaster needs before it is trained (a day of lags and half a day to
 /// learn from), s; it is first trained at the refit after that.
 const LOAD_MIN_HISTORY_S: f64 = 1.5 * 86_400.0;
+
+/// Outdoor air the policy measured: one sample per [`WEATHER_STEP_S`] at most, kept
+/// [`WEATHER_KEEP_S`], for the persistence forecast of the hours ahead (`ahead_s`).
+#[derive(Debug, Clone, Default)]
+struct WeatherLog {
+    /// (time s, dry bulb °C, wet bulb °C), oldest first.
+    samples: std::collections::VecDeque<(f64, f64, f64)>,
+}
+
+/// Least time between two samples of the weather log, s.
+const WEATHER_STEP_S: f64 = 600.0;
+/// How long the weather log keeps a sample, s (yesterday's air for up to a day ahead).
+const WEATHER_KEEP_S: f64 = 2.0 * 86_400.0;
+/// Today's difference from yesterday's air fades with this time constant over the hours ahead, s.
+pub const WEATHER_BIAS_TAU_S: f64 = 6.0 * 3600.0;
+
+/// The outdoor air of the hours ahead, as [`WeatherLog::ahead`] forecasts it.
+#[derive(Debug, Clone, PartialEq)]
+struct AirAhead {
+    /// (dry bulb °C, wet bulb °C) now and at each whole hour after, over the horizon.
+    points: Vec<(f64, f64)>,
+    /// How many of the hours after now came from yesterday's record (the rest are the air now).
+    from_record: usize,
+    /// Today's difference from yesterday at this hour, dry bulb, K (None: no record of it).
+    bias_db_k: Option<f64>,
+}
+
+impl WeatherLog {
+    fn push(&mut self, t_s: f64, db: f64, wb: f64) {
+        if !(t_s.is_finite() && db.is_finite() && wb.is_finite()) {
+            return;
+        }
+        if self.samples.back().is_some_and(|(t, _, _)| t_s - t < WEATHER_STEP_S) {
+            return;
+        }
+        self.samples.push_back((t_s, db, wb));
+        while self.samples.front().is_some_and(|(t, _, _)| t_s - t > WEATHER_KEEP_S) {
+            self.samples.pop_front();
+        }
+    }
+
+    /// The sample nearest `t_s`, if one lies within [`WEATHER_STEP_S`] of it.
+    fn at(&self, t_s: f64) -> Option<(f64, f64)> {
+        let i = self.samples.partition_point(|(t, _, _)| *t < t_s);
+        [i.checked_sub(1), Some(i)]
+            .into_iter()
+            .flatten()
+            .filter_map(|j| self.samples.get(j))
+            .filter(|(t, _, _)| (t - t_s).abs() <= WEATHER_STEP_S)
+            .min_by(|a, b| (a.0 - t_s).abs().total_cmp(&(b.0 - t_s).abs()))
+            .map(|(_, db, wb)| (*db, *wb))
+    }
+
+    /// The air now and at each whole hour after it up to `ahead_s`: yesterday's at that hour
+    /// plus today's difference from yesterday now, fading over [`WEATHER_BIAS_TAU_S`]; the air
+    /// now where yesterday left no record (at that hour, or now). The wet bulb never above the
+    /// dry bulb.
+    fn ahead(&self, now_s: f64, db: f64, wb: f64, ahead_s: f64) -> AirAhead {
+        let hours = (ahead_s / 3600.0).round().max(0.0) as usize;
+        let mut points = vec![(db, wb)];
+        let base = self.at(now_s - 86_400.0);
+        let mut from_record = 0;
+        for k in 1..hours {
+            let dt = k as f64 * 3600.0;
+            let p = match (base, self.at(now_s + dt - 86_400.0)) {
+                (Some((db0, wb0)), Some((db1, wb1))) => {
+                    from_record += 1;
+                    let fade = (-dt / WEATHER_BIAS_TAU_S).exp();
+                    let d = db1 + (db - db0) * fade;
+                    (d, (wb1 + (wb - wb0) * fade).min(d))
+                }
+                _ => (db, wb),
+            };
+            points.push(p);
+        }
+        AirAhead {
+            points,
+            from_record,
+            bias_db_k: base.map(|(db0, _)| db - db0),
+        }
+    }
+}
 
 /// The site IT load the plan expects over its horizon.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -1052,6 +1151,12 @@ impl Coordinated {
         }
         if m.meter.it_power_kw.quality == Quality::Good {
             b.load.push(now, m.meter.it_power_kw.value);
+        }
+        if let Some(f) = m.facilities.first() {
+            let (d, w) = (&f.outdoor_dry_bulb_c, &f.outdoor_wet_bulb_c);
+            if d.usable(now, self.params.stale_s) && w.usable(now, self.params.stale_s) {
+                b.weather.push(now, d.value, w.value);
+            }
         }
         b.fac.observe(m);
         b.cooling.observe(m);
@@ -1563,7 +1668,7 @@ impl Coordinated {
         } else {
             &[RejectionMode::Auto]
         };
-        let rej_mode = |mode: RejectionMode, it: f64, fac: f64| -> f64 {
+        let rej_mode_at = |mode: RejectionMode, it: f64, fac: f64, db: f64, wb: f64| -> f64 {
             // Auto is predicted to stay in the state the firmware has the assist in now (it
             // changes it only on saturation or after a quarter of an hour of dry air holding).
             let on = match mode {
@@ -1577,6 +1682,22 @@ impl Coordinated {
                 }
                 _ => rej_now + rej_fit.predict(&rejection_features(it, db, wb, fac)) - rej_base,
             }
+        };
+        let rej_mode = |mode: RejectionMode, it: f64, fac: f64| rej_mode_at(mode, it, fac, db, wb);
+        // The outdoor air of the hours ahead a candidate is judged over (the air now only
+        // without `ahead_s`): what heat rejection then costs, against the hour's prediction.
+        let air = b.weather.ahead(input.now_s, db, wb, p.ahead_s);
+        let ahead_extra = |mode: RejectionMode, it: f64, fac: f64| -> f64 {
+            if air.points.len() <= 1 {
+                return 0.0;
+            }
+            let mean = air
+                .points
+                .iter()
+                .map(|(d, w)| rej_mode_at(mode, it, fac, *d, *w).max(0.0))
+                .sum::<f64>()
+                / air.points.len() as f64;
+            mean - rej_mode(mode, it, fac).max(0.0)
         };
         let evaluate = |gs: &GpuSide, s: f64, q: f64, fac: f64, mode: RejectionMode| -> Option<PlanPrediction> {
             let it = it_now + gs.d_gpu_kw;
@@ -1630,6 +1751,11 @@ impl Coordinated {
             keep_sp.facility_supply_c,
             keep_sp.rejection_mode,
         );
+        // Keeping the setpoints in force, over the hours ahead, kWh per GPU-hour of work.
+        let keep_ahead = keep.map(|k| {
+            (k.facility_kw + ahead_extra(keep_sp.rejection_mode, k.it_kw, keep_sp.facility_supply_c))
+                / k.work_gpu_s_per_s.max(1e-9)
+        });
         let feasible = |gs: &GpuSide| {
             gs.hottest <= slow - p.margin_now_k && gs.at_tdp <= slow - p.margin_tdp_k && gs.tank_excess_k <= 0.0
         };
@@ -1686,9 +1812,10 @@ impl Coordinated {
         let mode_left = self.mode_left.filter(|(_, t)| input.now_s - t < p.mode_return_s);
         let returning = |mode: RejectionMode| mode_left.is_some_and(|(m0, _)| m0 == mode);
         let mut mode_returns = 0u32;
-        let mut best: Option<(PlanSetpoints, PlanPrediction, f64, u32)> = None;
+        // (setpoints, the hour's prediction, score, writes, kWh per GPU-hour over the hours ahead)
+        let mut best: Option<(PlanSetpoints, PlanPrediction, f64, u32, f64)> = None;
         // The best forced move beyond the week's write allowance (taken only if none fits it).
-        let mut best_over: Option<(PlanSetpoints, PlanPrediction, f64, u32)> = None;
+        let mut best_over: Option<(PlanSetpoints, PlanPrediction, f64, u32, f64)> = None;
         let mut n = 0u32;
         let mut sides = Vec::new();
         let (mut hot_refused, mut tdp_refused, mut tank_refused, mut implausible) = (0u32, 0u32, 0u32, 0u32);
@@ -1743,7 +1870,12 @@ impl Coordinated {
                                 dry_short += 1;
                                 continue;
                             }
-                            if let Some(g) = dry_limits.iter().rev().find(|g| g.blocks(fac - db, it_now)) {
+                            // Where the dry coolers gave out at the approach of any hour ahead.
+                            if let Some(g) = air
+                                .points
+                                .iter()
+                                .find_map(|(d, _)| dry_limits.iter().rev().find(|g| g.blocks(fac - d, it_now)))
+                            {
                                 dry_blocked.get_or_insert(*g);
                                 continue;
                             }
@@ -1764,7 +1896,9 @@ impl Coordinated {
                         // for the rest of the week, however the weather turns. A move the limits
                         // force (the setpoints in force break one) takes the best candidate that
                         // fits the same way, and goes beyond the allowance only when none does.
-                        let score = (pred.facility_kw + wkw) / pred.work_gpu_s_per_s;
+                        let extra = ahead_extra(mode, pred.it_kw, fac);
+                        let score = (pred.facility_kw + extra + wkw) / pred.work_gpu_s_per_s;
+                        let ahead_kwh = (pred.facility_kw + extra) / pred.work_gpu_s_per_s;
                         let fits = first_plan || budget_left.is_none_or(|left| 2 * writes <= left);
                         let slot = if fits {
                             &mut best
@@ -1786,6 +1920,7 @@ impl Coordinated {
                                 pred,
                                 score,
                                 writes,
+                                ahead_kwh,
                             ));
                         }
                     }
@@ -1851,12 +1986,33 @@ impl Coordinated {
                 }
             ));
         }
+        if air.points.len() > 1 {
+            let (lo, hi) = air
+                .points
+                .iter()
+                .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), (d, _)| {
+                    (lo.min(*d), hi.max(*d))
+                });
+            reasons.push(format!(
+                "candidates judged over the next {} h of outdoor air, dry bulb {lo:.1} to {hi:.1} °C: {}",
+                air.points.len(),
+                match air.bias_db_k {
+                    Some(d) if air.from_record > 0 => format!(
+                        "yesterday's air at those hours ({} of {} from the record, the rest the air now), {d:+.1} K today's difference fading over {:.0} h",
+                        air.from_record,
+                        air.points.len() - 1,
+                        WEATHER_BIAS_TAU_S / 3600.0
+                    ),
+                    _ => "no record of yesterday's air yet: the air now for every hour".to_string(),
+                }
+            ));
+        }
         let (mut chosen, mut pred) = match (best, keep) {
-            (Some((sp, pred, score, writes)), Some(k))
-                if keep_ok && !first_plan && score >= k.kwh_per_gpu_h * (1.0 - p.min_gain) =>
+            (Some((sp, _, score, writes, ahead_kwh)), Some(k))
+                if keep_ok && !first_plan && score >= keep_ahead.unwrap_or(k.kwh_per_gpu_h) * (1.0 - p.min_gain) =>
             {
                 reasons.push(format!(
-                    "holding CDU supply {:.1} °C, flow {:.0} % of design, facility water {:.1} °C, heat rejection {}: the best candidate ({:.0} °C, {:.0} %, {:.0} °C, {}) would save {:.3} % of facility energy per unit of work, not enough for its {writes} setpoint writes (each charged {:.1} kWh over the {amortise_h:.1} h its setpoints are expected to stand) and the {:.2} % threshold",
+                    "holding CDU supply {:.1} °C, flow {:.0} % of design, facility water {:.1} °C, heat rejection {}: the best candidate ({:.0} °C, {:.0} %, {:.0} °C, {}) would save {:.3} % of facility energy per unit of work{}, not enough for its {writes} setpoint writes (each charged {:.1} kWh over the {amortise_h:.1} h its setpoints are expected to stand) and the {:.2} % threshold",
                     keep_sp.cdu_supply_c,
                     keep_sp.cdu_flow_frac * 100.0,
                     keep_sp.facility_supply_c,
@@ -1865,13 +2021,18 @@ impl Coordinated {
                     sp.cdu_flow_frac * 100.0,
                     sp.facility_supply_c,
                     sp.rejection_mode.name(),
-                    (1.0 - pred.kwh_per_gpu_h / k.kwh_per_gpu_h) * 100.0,
+                    (1.0 - ahead_kwh / keep_ahead.unwrap_or(k.kwh_per_gpu_h)) * 100.0,
+                    if air.points.len() > 1 {
+                        format!(" over the next {} h of outdoor air", air.points.len())
+                    } else {
+                        String::new()
+                    },
                     write_cost,
                     p.min_gain * 100.0
                 ));
                 (keep_sp, k)
             }
-            (Some((sp, pred, _, writes)), k) => {
+            (Some((sp, pred, _, writes, ahead_kwh)), k) => {
                 if let Some(k) = k {
                     reasons.push(format!(
                         "CDU supply {:.1} → {:.0} °C, flow {:.0} → {:.0} % of design, facility water {:.1} → {:.0} °C, heat rejection {} → {}: predicted facility {:.0} → {:.0} kW ({:+.0} kW of cooling, {:+.0} kW of IT from die temperature), work {:+.3} %, energy per unit of work {:+.3} % ({writes} setpoint writes)",
@@ -1890,6 +2051,13 @@ impl Coordinated {
                         (pred.work_gpu_s_per_s / k.work_gpu_s_per_s - 1.0) * 100.0,
                         (pred.kwh_per_gpu_h / k.kwh_per_gpu_h - 1.0) * 100.0
                     ));
+                    if let (true, Some(ka)) = (air.points.len() > 1, keep_ahead) {
+                        reasons.push(format!(
+                            "over the next {} h of outdoor air: energy per unit of work {:+.3} %",
+                            air.points.len(),
+                            (ahead_kwh / ka - 1.0) * 100.0
+                        ));
+                    }
                     if heat_pumps_now.as_ref().is_some_and(|v| !v.is_empty()) {
                         reasons.push(format!(
                             "heat-reuse heat pump {:.1} → {:.1} kW at the return water the move predicts (its COP from the nameplate's delivery temperature and share of Carnot; the heat it takes is what district heating asks for)",
@@ -2348,6 +2516,9 @@ impl Policy for Coordinated {
         if self.params.write_budget_per_cdu_week != d.write_budget_per_cdu_week {
             s.push_str(&format!(":write-budget={}", self.params.write_budget_per_cdu_week));
         }
+        if self.params.ahead_s != d.ahead_s {
+            s.push_str(&format!(":ahead-h={}", self.params.ahead_s / 3600.0));
+        }
         if self.params.probe_assist_s != d.probe_assist_s {
             s.push_str(&format!(":probe-h={}", self.params.probe_assist_s / 3600.0));
         }
@@ -2402,6 +2573,7 @@ impl Policy for Coordinated {
                 .with_hold((3600.0 / LOAD_STEP_S) as usize),
             forecaster: None,
             forecast_note: None,
+            weather: WeatherLog::default(),
         }));
         let gc = GovernorConfig::default();
         self.governor = Some(BudgetGovernor::new(&site.gpu, topo, gc).with_electrical(&site.electrical));
@@ -2539,6 +2711,44 @@ mod tests {
 
     /// The week's write allowance: what is left, and a price that rises as it is used, capped;
     /// none without an allowance (0, NaN); an allowance of less than a write leaves nothing.
+    #[test]
+    fn the_air_ahead_is_yesterdays_corrected_by_todays_difference() {
+        let mut w = WeatherLog::default();
+        // Yesterday: dry bulb 20 °C at midnight rising 1 K an hour; wet bulb 5 K under it.
+        for i in 0..(24 * 6) {
+            let t = i as f64 * 600.0;
+            w.push(t, 20.0 + t / 3600.0, 15.0 + t / 3600.0);
+        }
+        // A second sample within the step is not kept; a non-finite one never.
+        let n = w.samples.len();
+        w.push(23.9 * 3600.0, 99.0, 99.0);
+        w.push(f64::NAN, 1.0, 1.0);
+        assert_eq!(w.samples.len(), n);
+        // Now (a day later, midnight) 3 K warmer than yesterday at this hour.
+        let now = 86_400.0;
+        let a = w.ahead(now, 23.0, 17.0, 6.0 * 3600.0);
+        assert_eq!(a.points.len(), 6);
+        assert_eq!(a.points[0], (23.0, 17.0));
+        assert_eq!(a.from_record, 5);
+        assert!((a.bias_db_k.unwrap() - 3.0).abs() < 1e-9);
+        for (k, (db, wb)) in a.points.iter().enumerate().skip(1) {
+            let fade = (-(k as f64) * 3600.0 / WEATHER_BIAS_TAU_S).exp();
+            assert!((db - (20.0 + k as f64 + 3.0 * fade)).abs() < 1e-9, "{k}: {db}");
+            assert!((wb - (15.0 + k as f64 + 2.0 * fade)).abs() < 1e-9, "{k}: {wb}");
+        }
+        // No horizon: the air now only. No record of yesterday: the air now for every hour.
+        assert_eq!(w.ahead(now, 23.0, 17.0, 0.0).points, vec![(23.0, 17.0)]);
+        let b = WeatherLog::default().ahead(now, 23.0, 17.0, 4.0 * 3600.0);
+        assert_eq!(b.points, vec![(23.0, 17.0); 4]);
+        assert_eq!((b.from_record, b.bias_db_k), (0, None));
+        // The wet bulb is never put above the dry bulb by the correction.
+        let c = w.ahead(now, 20.0, 19.9, 3.0 * 3600.0);
+        assert!(c.points.iter().all(|(d, wb)| wb <= d), "{:?}", c.points);
+        // Samples older than two days are dropped.
+        w.push(3.0 * 86_400.0, 10.0, 5.0);
+        assert!(w.samples.front().unwrap().0 >= 86_400.0 - 1e-9);
+    }
+
     #[test]
     fn the_write_allowance_counts_down_and_raises_the_price_as_it_runs_out() {
         assert_eq!(write_allowance(0.0, 0), (None, 1.0));

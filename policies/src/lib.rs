@@ -434,7 +434,7 @@ impl std::error::Error for UnknownPolicy {}
 /// trades EEPROM wear against energy (`RESULTS.md` measures the trade-off), and a hard weekly
 /// allowance of writes, the adiabatic probe, the hold on returning to a heat-rejection mode and
 /// the chillers' margin on the CDUs' approach.
-pub const COORDINATED_PARAMETERS: [(&str, &str); 6] = [
+pub const COORDINATED_PARAMETERS: [(&str, &str); 7] = [
     (
         "write-kwh",
         "energy a setpoint write is charged, kWh at CDUs of 1,440 kW design (0 to 1000)",
@@ -446,6 +446,10 @@ pub const COORDINATED_PARAMETERS: [(&str, &str); 6] = [
     (
         "write-budget",
         "most setpoint writes the policy's moves may take in any 7 days, per CDU (0: no cap; up to 1000)",
+    ),
+    (
+        "ahead-h",
+        "hours of outdoor air ahead (yesterday's, corrected by today's difference) a candidate is judged over (0: the air now; up to 24)",
     ),
     (
         "probe-h",
@@ -486,14 +490,17 @@ fn coordinated_params(
             "write-kwh" if (0.0..=1000.0).contains(&x) => p.write_cost_kwh = x,
             "write-hold-h" if (1.0..=168.0).contains(&x) => p.write_amortise_max_s = x * 3600.0,
             "write-budget" if (0.0..=1000.0).contains(&x) => p.write_budget_per_cdu_week = x,
+            "ahead-h" if (0.0..=24.0).contains(&x) => p.ahead_s = x * 3600.0,
             "probe-h" if (0.0..=24.0).contains(&x) => p.probe_assist_s = x * 3600.0,
             "mode-return-h" if (0.0..=24.0).contains(&x) => p.mode_return_s = x * 3600.0,
             "chiller-margin-k" if (1.0..=10.0).contains(&x) => p.chiller_gap_margin_k = x,
-            "write-kwh" | "write-hold-h" | "write-budget" | "probe-h" | "mode-return-h" | "chiller-margin-k" => {
+            "write-kwh" | "write-hold-h" | "write-budget" | "ahead-h" | "probe-h" | "mode-return-h"
+            | "chiller-margin-k" => {
                 let range = match k {
                     "write-kwh" | "write-budget" => "[0, 1000]",
                     "write-hold-h" => "[1, 168]",
                     "chiller-margin-k" => "[1, 10]",
+                    "ahead-h" => "[0, 24]",
                     _ => "[0, 24]",
                 };
                 return Err(bad(format!("{k} = {x} is outside {range}")));
@@ -1330,6 +1337,12 @@ mod tests {
             "coordinated:write-budget=5"
         );
         assert_eq!(by_name("coordinated:write-budget=0").unwrap().label(), "coordinated");
+        let e = err("coordinated:ahead-h=25");
+        assert!(e.contains("ahead-h = 25") && e.contains("[0, 24]"), "{e}");
+        assert_eq!(
+            by_name("coordinated:write-budget=5:ahead-h=24").unwrap().label(),
+            "coordinated:write-budget=5:ahead-h=24"
+        );
         let e = err("coordinated:mode-return-h=-1");
         assert!(e.contains("mode-return-h = -1") && e.contains("[0, 24]"), "{e}");
         assert_eq!(
