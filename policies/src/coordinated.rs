@@ -37,7 +37,9 @@
 //!   choice between candidates and between a move and holding, is judged over the coming hours
 //!   of outdoor air, a persistence forecast from the policy's own record (yesterday's air at
 //!   each hour plus today's difference, fading), so that a move made for this hour's air is not
-//!   undone by the afternoon's. The plan's predictions stay the hour ahead.
+//!   undone by the afternoon's. In two stages (the default with it), the CDU setpoints (a write
+//!   per CDU a kelvin) are judged over those hours with the facility setpoint and mode (a write
+//!   a hall) chosen again at each of them. The plan's predictions stay the hour ahead.
 //! - **Two-phase immersion tanks** (a CDU is then a tank's condenser-water skid): the dies sit on
 //!   the boiling pool, not on the water, so the candidates are the condenser water's supply and
 //!   flow. Each tank's condenser is learned from its skid's meters and pool temperature
@@ -144,6 +146,10 @@ pub struct CoordinatedParams {
     /// uses the hours ahead, so that a move made for the hour's air is not undone by the
     /// afternoon's.
     pub ahead_s: f64,
+    /// With `ahead_s`: judge the CDU setpoints over the hours ahead with the facility setpoint
+    /// and heat-rejection mode chosen again at each of those hours (two stages), rather than
+    /// every setpoint held over them.
+    pub ahead_two_stage: bool,
     /// Choose the heat-rejection mode (dry coolers alone, or with adiabatic assist held on)
     /// where the halls have adiabatic assist, from the air model (rejection power against the
     /// air entering the coils); off: the firmware stages the assist itself (auto), the
@@ -199,6 +205,7 @@ impl Default for CoordinatedParams {
             write_amortise_max_s: 4.0 * 3600.0,
             write_budget_per_cdu_week: 0.0,
             ahead_s: 0.0,
+            ahead_two_stage: true,
             choose_rejection_mode: true,
             probe_assist_s: 2.0 * 3600.0,
             mode_return_s: 2.0 * 3600.0,
@@ -1820,6 +1827,13 @@ impl Coordinated {
         let mut sides = Vec::new();
         let (mut hot_refused, mut tdp_refused, mut tank_refused, mut implausible) = (0u32, 0u32, 0u32, 0u32);
         let mut budget_refused = 0u32;
+        // Two-stage (`ahead_two_stage`): the CDU setpoints (a write per CDU a kelvin) are judged
+        // over the hours ahead with the facility setpoint and mode (a write a hall) chosen again
+        // at each hour; the offset of the day's value over the hour's best, per (supply, flow),
+        // is what a candidate adds to its hour's prediction. For the CDU setpoints in force, where
+        // they are on the grid (otherwise keeping is judged as one stage).
+        let two_stage = p.ahead_two_stage && air.points.len() > 1;
+        let mut keep_day_off: Option<f64> = None;
         for &s in &supplies {
             for &q in &flows {
                 let gs = Self::gpu_side(b, model, topo, l, m, &sup_now, &q_now, s, q);
@@ -1834,12 +1848,13 @@ impl Coordinated {
                 if gs.tank_excess_k > -p.tank_margin_k {
                     tank_refused += 1;
                 }
-                if tank_over.is_some() && !relieves(s, q) {
+                let is_keep = (s - keep_sp.cdu_supply_c).abs() < 1e-6 && (q - keep_sp.cdu_flow_frac).abs() < 1e-6;
+                let movable = (tank_over.is_none() || relieves(s, q)) && feasible_move(&gs);
+                if !(movable || two_stage && is_keep) {
                     continue;
                 }
-                if !feasible_move(&gs) {
-                    continue;
-                }
+                // (facility setpoint, mode, the hour's prediction) that pass the filters.
+                let mut cands: Vec<(f64, RejectionMode, PlanPrediction)> = Vec::new();
                 let fac_max = f_hi.min(s - gap).min(seen_hi + p.facility_explore_k);
                 let mut fac_min = f_lo.max(seen_lo - p.facility_explore_k);
                 if heat_pump_blind {
@@ -1861,22 +1876,29 @@ impl Coordinated {
                     }
                     for &mode in modes {
                         if mode != keep_sp.rejection_mode && returning(mode) {
-                            mode_returns += 1;
+                            if movable {
+                                mode_returns += 1;
+                            }
                             continue;
                         }
                         if mode == RejectionMode::Dry {
                             // The assist holds water the plant is short of now: not given up.
                             if fac_short && assist_now == Some(true) {
-                                dry_short += 1;
+                                if movable {
+                                    dry_short += 1;
+                                }
                                 continue;
                             }
-                            // Where the dry coolers gave out at the approach of any hour ahead.
-                            if let Some(g) = air
-                                .points
+                            // Where the dry coolers gave out at the approach of the hour (two
+                            // stages: dry is then not chosen at that hour) or of any hour ahead.
+                            let hours = if two_stage { &air.points[..1] } else { &air.points[..] };
+                            if let Some(g) = hours
                                 .iter()
                                 .find_map(|(d, _)| dry_limits.iter().rev().find(|g| g.blocks(fac - d, it_now)))
                             {
-                                dry_blocked.get_or_insert(*g);
+                                if movable {
+                                    dry_blocked.get_or_insert(*g);
+                                }
                                 continue;
                             }
                         }
@@ -1886,48 +1908,94 @@ impl Coordinated {
                         // A prediction that cooling falls below 30 % of today's is the model
                         // extrapolating, not the plant: such a candidate is not taken.
                         if pred.cooling_kw < 0.3 * cooling_now {
-                            implausible += 1;
+                            if movable {
+                                implausible += 1;
+                            }
                             continue;
                         }
-                        let (writes, wkw) = write_kw(s, q, fac, mode);
-                        // An optional move is made only if what is left of the week's write
-                        // allowance after it would undo it: a move is judged on the hours ahead,
-                        // and one that spends the allowance leaves the setpoints where they are
-                        // for the rest of the week, however the weather turns. A move the limits
-                        // force (the setpoints in force break one) takes the best candidate that
-                        // fits the same way, and goes beyond the allowance only when none does.
-                        let extra = ahead_extra(mode, pred.it_kw, fac);
-                        let score = (pred.facility_kw + extra + wkw) / pred.work_gpu_s_per_s;
-                        let ahead_kwh = (pred.facility_kw + extra) / pred.work_gpu_s_per_s;
-                        let fits = first_plan || budget_left.is_none_or(|left| 2 * writes <= left);
-                        let slot = if fits {
-                            &mut best
-                        } else {
-                            budget_refused += 1;
-                            if keep_ok {
-                                continue;
-                            }
-                            &mut best_over
-                        };
-                        if slot.as_ref().is_none_or(|b| score < b.2) {
-                            *slot = Some((
-                                PlanSetpoints {
-                                    cdu_supply_c: s,
-                                    cdu_flow_frac: q,
-                                    facility_supply_c: fac,
-                                    rejection_mode: mode,
-                                },
-                                pred,
-                                score,
-                                writes,
-                                ahead_kwh,
-                            ));
-                        }
+                        cands.push((fac, mode, pred));
                     }
                     fac -= 1.0;
                 }
+                let hour_min = cands.iter().map(|c| c.2.facility_kw).fold(f64::INFINITY, f64::min);
+                let day_off = (two_stage && !cands.is_empty()).then(|| {
+                    let day = air
+                        .points
+                        .iter()
+                        .enumerate()
+                        .map(|(k, (d, w))| {
+                            cands
+                                .iter()
+                                .filter(|(fac, mode, _)| {
+                                    k == 0
+                                        || *mode != RejectionMode::Dry
+                                        || !dry_limits.iter().any(|g| g.blocks(fac - d, it_now))
+                                })
+                                .map(|(fac, mode, pred)| {
+                                    pred.facility_kw
+                                        + if k == 0 {
+                                            0.0
+                                        } else {
+                                            rej_mode_at(*mode, pred.it_kw, *fac, *d, *w).max(0.0)
+                                                - rej_mode(*mode, pred.it_kw, *fac).max(0.0)
+                                        }
+                                })
+                                .fold(f64::INFINITY, f64::min)
+                        })
+                        .sum::<f64>()
+                        / air.points.len() as f64;
+                    day - hour_min
+                });
+                if is_keep {
+                    keep_day_off = day_off;
+                }
+                if !movable {
+                    continue;
+                }
+                for (fac, mode, pred) in cands {
+                    let extra = day_off.unwrap_or_else(|| ahead_extra(mode, pred.it_kw, fac));
+                    let (writes, wkw) = write_kw(s, q, fac, mode);
+                    // An optional move is made only if what is left of the week's write
+                    // allowance after it would undo it: a move is judged on the hours ahead,
+                    // and one that spends the allowance leaves the setpoints where they are
+                    // for the rest of the week, however the weather turns. A move the limits
+                    // force (the setpoints in force break one) takes the best candidate that
+                    // fits the same way, and goes beyond the allowance only when none does.
+                    let score = (pred.facility_kw + extra + wkw) / pred.work_gpu_s_per_s;
+                    let ahead_kwh = (pred.facility_kw + extra) / pred.work_gpu_s_per_s;
+                    let fits = first_plan || budget_left.is_none_or(|left| 2 * writes <= left);
+                    let slot = if fits {
+                        &mut best
+                    } else {
+                        budget_refused += 1;
+                        if keep_ok {
+                            continue;
+                        }
+                        &mut best_over
+                    };
+                    if slot.as_ref().is_none_or(|b| score < b.2) {
+                        *slot = Some((
+                            PlanSetpoints {
+                                cdu_supply_c: s,
+                                cdu_flow_frac: q,
+                                facility_supply_c: fac,
+                                rejection_mode: mode,
+                            },
+                            pred,
+                            score,
+                            writes,
+                            ahead_kwh,
+                        ));
+                    }
+                }
             }
         }
+        // Keeping, judged as the candidates are: two stages where the CDU setpoints in force are
+        // on the grid.
+        let keep_ahead = match (keep_day_off, keep) {
+            (Some(off), Some(k)) => Some((k.facility_kw + off) / k.work_gpu_s_per_s.max(1e-9)),
+            _ => keep_ahead,
+        };
         let mut reasons = Vec::new();
         reasons.extend(refit_note);
         if best.is_none() && best_over.is_some() {
@@ -2518,6 +2586,12 @@ impl Policy for Coordinated {
         }
         if self.params.ahead_s != d.ahead_s {
             s.push_str(&format!(":ahead-h={}", self.params.ahead_s / 3600.0));
+        }
+        if self.params.ahead_two_stage != d.ahead_two_stage {
+            s.push_str(&format!(
+                ":ahead-stages={}",
+                if self.params.ahead_two_stage { 2 } else { 1 }
+            ));
         }
         if self.params.probe_assist_s != d.probe_assist_s {
             s.push_str(&format!(":probe-h={}", self.params.probe_assist_s / 3600.0));

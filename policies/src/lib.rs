@@ -434,7 +434,7 @@ impl std::error::Error for UnknownPolicy {}
 /// trades EEPROM wear against energy (`RESULTS.md` measures the trade-off), and a hard weekly
 /// allowance of writes, the adiabatic probe, the hold on returning to a heat-rejection mode and
 /// the chillers' margin on the CDUs' approach.
-pub const COORDINATED_PARAMETERS: [(&str, &str); 7] = [
+pub const COORDINATED_PARAMETERS: [(&str, &str); 8] = [
     (
         "write-kwh",
         "energy a setpoint write is charged, kWh at CDUs of 1,440 kW design (0 to 1000)",
@@ -450,6 +450,10 @@ pub const COORDINATED_PARAMETERS: [(&str, &str); 7] = [
     (
         "ahead-h",
         "hours of outdoor air ahead (yesterday's, corrected by today's difference) a candidate is judged over (0: the air now; up to 24)",
+    ),
+    (
+        "ahead-stages",
+        "with ahead-h: 2 (default) judges the CDU setpoints over the hours ahead with the facility setpoint and mode chosen again each hour; 1 holds every setpoint over them",
     ),
     (
         "probe-h",
@@ -491,9 +495,11 @@ fn coordinated_params(
             "write-hold-h" if (1.0..=168.0).contains(&x) => p.write_amortise_max_s = x * 3600.0,
             "write-budget" if (0.0..=1000.0).contains(&x) => p.write_budget_per_cdu_week = x,
             "ahead-h" if (0.0..=24.0).contains(&x) => p.ahead_s = x * 3600.0,
+            "ahead-stages" if x == 1.0 || x == 2.0 => p.ahead_two_stage = x == 2.0,
             "probe-h" if (0.0..=24.0).contains(&x) => p.probe_assist_s = x * 3600.0,
             "mode-return-h" if (0.0..=24.0).contains(&x) => p.mode_return_s = x * 3600.0,
             "chiller-margin-k" if (1.0..=10.0).contains(&x) => p.chiller_gap_margin_k = x,
+            "ahead-stages" => return Err(bad(format!("ahead-stages = {x} is neither 1 nor 2"))),
             "write-kwh" | "write-hold-h" | "write-budget" | "ahead-h" | "probe-h" | "mode-return-h"
             | "chiller-margin-k" => {
                 let range = match k {
@@ -1337,6 +1343,12 @@ mod tests {
             "coordinated:write-budget=5"
         );
         assert_eq!(by_name("coordinated:write-budget=0").unwrap().label(), "coordinated");
+        let e = err("coordinated:ahead-stages=3");
+        assert!(e.contains("ahead-stages = 3") && e.contains("neither 1 nor 2"), "{e}");
+        assert_eq!(
+            by_name("coordinated:ahead-h=12:ahead-stages=1").unwrap().label(),
+            "coordinated:ahead-h=12:ahead-stages=1"
+        );
         let e = err("coordinated:ahead-h=25");
         assert!(e.contains("ahead-h = 25") && e.contains("[0, 24]"), "{e}");
         assert_eq!(

@@ -787,6 +787,7 @@ fn coordinated_judges_its_moves_over_the_hours_ahead_where_asked() {
     s.weather.start_day = Some(194.0);
     let now = run_spec(&s, "coordinated");
     let ahead = run_spec(&s, "coordinated:ahead-h=24");
+    let one_stage = run_spec(&s, "coordinated:ahead-h=24:ahead-stages=1");
     let judged = |p: &&EnergyPlan| {
         p.reasons
             .iter()
@@ -812,13 +813,27 @@ fn coordinated_judges_its_moves_over_the_hours_ahead_where_asked() {
             .any(|r| r.starts_with("holding ") && r.contains(" over the next 24 h of outdoor air")),
         "no hold judged over the hours ahead"
     );
-    let (w_now, w_ahead) = (now.report.kpis.setpoint_writes, ahead.report.kpis.setpoint_writes);
+    let w = |r: &coolplane_scenario::RunResult| r.report.kpis.setpoint_writes;
+    let (w_now, w_ahead, w_one) = (w(&now), w(&ahead), w(&one_stage));
+    eprintln!("writes: {w_now} on the air now, {w_ahead} over the next 24 h in two stages, {w_one} in one");
     assert!(
         w_ahead < w_now,
         "{w_ahead} writes judged over the hours ahead, {w_now} on the air now"
     );
-    eprintln!("writes: {w_now} on the air now, {w_ahead} over the next 24 h");
-    for r in [&now, &ahead] {
+    assert!(
+        w_one < w_now,
+        "{w_one} writes judged over the hours ahead in one stage, {w_now} on the air now"
+    );
+    // The two judge differently (the facility setpoint chosen again each hour, or held).
+    assert!(
+        ahead
+            .plans
+            .iter()
+            .zip(&one_stage.plans)
+            .any(|(a, b)| a.setpoints != b.setpoints),
+        "the two stages chose the same setpoints at every plan"
+    );
+    for r in [&now, &ahead, &one_stage] {
         assert_eq!(r.report.kpis.throttle_gpu_s, 0.0);
         assert_eq!(r.report.kpis.gpu_shutdowns, 0);
     }
