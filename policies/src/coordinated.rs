@@ -367,6 +367,22 @@ pub struct EnergyPlan {
     /// load held).
     #[serde(default)]
     pub load_forecast: Option<LoadForecast>,
+    /// The week's write allowance after this plan (None: no allowance set, or a fallback).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub write_allowance: Option<WriteAllowance>,
+}
+
+/// Where the week's write allowance (`write_budget_per_cdu_week`) stands after a plan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WriteAllowance {
+    /// Setpoint writes the policy's moves may take in any 7 days (all CDUs).
+    pub allowance: u32,
+    /// Writes the moves of the last 7 days took, this plan's included.
+    pub used: u32,
+    /// What is left (0 where forced moves went beyond it).
+    pub left: u32,
+    /// Candidates this plan did not take because they needed more than half of what was left.
+    pub refused_candidates: u32,
 }
 
 /// The facility side as the policy learns it from the meters, in three parts whose structure
@@ -1371,6 +1387,7 @@ impl Coordinated {
                 candidates: 0,
                 reasons: d.reasons.clone(),
                 load_forecast: None,
+                write_allowance: None,
             });
         }
         d
@@ -2344,6 +2361,16 @@ impl Coordinated {
                 self.moves_writes.push((now, w));
             }
         }
+        let write_allowance = budget_left.map(|_| {
+            let allowance = (p.write_budget_per_cdu_week * nc as f64).floor() as u32;
+            let used: u32 = self.moves_writes.iter().map(|(_, w)| *w).sum();
+            WriteAllowance {
+                allowance,
+                used,
+                left: allowance.saturating_sub(used),
+                refused_candidates: budget_refused,
+            }
+        });
         if self.held != Some(chosen) || first_plan {
             if let (Some(t), false) = (self.last_move_s, first_plan) {
                 self.hold_h = next_hold_h(self.hold_h, (now - t) / 3600.0, p.write_amortise_max_s);
@@ -2550,6 +2577,7 @@ impl Coordinated {
             candidates: n,
             reasons: reasons.clone(),
             load_forecast,
+            write_allowance,
         };
         Some(Decision {
             setpoints: plan_setpoints(l, &chosen),

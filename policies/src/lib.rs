@@ -24,7 +24,9 @@ use std::fmt;
 
 pub mod coordinated;
 pub mod dvfs;
-pub use coordinated::{Coordinated, CoordinatedParams, EnergyPlan, HeatPumpPlate, PlanPrediction, PlanSetpoints};
+pub use coordinated::{
+    Coordinated, CoordinatedParams, EnergyPlan, HeatPumpPlate, PlanPrediction, PlanSetpoints, WriteAllowance,
+};
 
 /// Equipment limits and design values of one CDU, from the site file (nameplate, not plant truth).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]

@@ -786,6 +786,7 @@ impl Daemon {
                 p.reasons.first().map_or("", |s| s.as_str())
             );
         }
+        self.observer.observe_plans(&plans);
         if let (Some(op), Some(mqtt), Some(p)) = (self.operator.as_mut(), self.wire.mqtt.as_ref(), plans.last()) {
             op.publish_plan(p, mqtt);
         }

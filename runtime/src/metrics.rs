@@ -32,6 +32,13 @@ pub struct ObservedCounts {
     pub device_disconnects: u64,
     /// Rack power-limit commands sent again because telemetry showed them not in force.
     pub power_limits_resent: u64,
+    /// The policy's energy plans by status (`optimised`, `fallback`, `other`).
+    pub plans: BTreeMap<&'static str, u64>,
+    /// Where the policy's weekly write allowance stood after its last plan (None: no allowance
+    /// set, or no optimised plan yet).
+    pub write_allowance: Option<coolplane_policies::WriteAllowance>,
+    /// Candidate moves the write allowance refused, summed over plans.
+    pub allowance_refused: u64,
 }
 
 /// One line of the operator's event log (the web page shows them).
@@ -68,6 +75,23 @@ fn severity_name(s: Severity) -> &'static str {
 }
 
 impl Observer {
+    /// Count the energy plans the policy made this tick, and keep where its write allowance
+    /// stands.
+    pub fn observe_plans(&mut self, plans: &[coolplane_policies::EnergyPlan]) {
+        for p in plans {
+            let status = match p.status.as_str() {
+                "optimised" => "optimised",
+                "fallback" => "fallback",
+                _ => "other",
+            };
+            *self.counts.plans.entry(status).or_default() += 1;
+            if let Some(a) = p.write_allowance {
+                self.counts.allowance_refused += u64::from(a.refused_candidates);
+                self.counts.write_allowance = Some(a);
+            }
+        }
+    }
+
     /// Log and count one tick.
     pub fn observe(
         &mut self,
@@ -359,6 +383,41 @@ impl DaemonMetrics {
             "counter",
             "Rack power-limit commands sent again: fresh telemetry showed the last one not in force (lost in a broker or agent outage).",
             Some(c.power_limits_resent as f64),
+        );
+        let plans: Vec<(String, f64)> = ["optimised", "fallback", "other"]
+            .iter()
+            .map(|s| {
+                (
+                    format!("{{status=\"{s}\"}}"),
+                    c.plans.get(s).copied().unwrap_or(0) as f64,
+                )
+            })
+            .collect();
+        o.family(
+            "coolplane_energy_plans_total",
+            "counter",
+            "Energy plans the policy made, by status (fallback: trim-respond stands in).",
+            &plans,
+        );
+        o.one(
+            "coolplane_write_allowance_refused_candidates_total",
+            "counter",
+            "Candidate moves the weekly write allowance refused (each needed more than half of the writes left).",
+            Some(c.allowance_refused as f64),
+        );
+        let wa: Vec<(String, f64)> = c
+            .write_allowance
+            .iter()
+            .flat_map(|a| {
+                [("allowance", a.allowance), ("used", a.used), ("left", a.left)]
+                    .map(|(k, v)| (format!("{{kind=\"{k}\"}}"), f64::from(v)))
+            })
+            .collect();
+        o.family(
+            "coolplane_write_allowance_writes",
+            "gauge",
+            "The policy's weekly setpoint-write allowance after its last plan: the allowance, the writes its moves took in the last 7 days, and what is left.",
+            &wa,
         );
         let ev: Vec<(String, f64)> = ["info", "warning", "critical"]
             .iter()

@@ -741,6 +741,7 @@ mod plan_accuracy_tests {
             candidates: 0,
             reasons: Vec::new(),
             load_forecast: None,
+            write_allowance: None,
         }
     }
 

@@ -567,6 +567,13 @@ fn coordinated_keeps_its_setpoint_writes_within_the_weeks_allowance() {
             .unwrap_or_else(|| panic!("no allowance line at {} h: {:?}", p.t_s / 3600.0, p.reasons));
         assert!(line.contains(" of 12 setpoint writes used"), "{line}");
         let left = num(line, "a week), ");
+        // The plan carries the same standing for the daemon's metrics (after its move).
+        let a = p.write_allowance.expect("an allowance in the plan");
+        assert_eq!(a.allowance, 12);
+        assert!(
+            a.used + a.left >= 12 && a.used >= 12 - left,
+            "{a:?} with {left} left before: {line}"
+        );
         let Some(mv) = said("CDU supply ").filter(|r| r.contains(" setpoint writes)")) else {
             continue;
         };
@@ -584,6 +591,7 @@ fn coordinated_keeps_its_setpoint_writes_within_the_weeks_allowance() {
         }
     }
     assert!(chosen >= 1, "no move chosen within the allowance");
+    assert!(free.plans.iter().all(|p| p.write_allowance.is_none()));
     assert!(
         w_free > 2 * 12,
         "without an allowance: {w_free} writes (the cap would not bind)"

@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::snapshot::{CduState, SiteState};
+use coolplane_policies::{EnergyPlan, WriteAllowance};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// A strict parser of the text exposition format: returns family name → type, and every
@@ -153,7 +154,37 @@ fn populated() -> DaemonMetrics {
         ..Default::default()
     };
     mqtt.rejected.insert("json".into(), 3);
-    let mut counts = ObservedCounts::default();
+    // Three plans: two optimised under a write allowance (the second's standing is kept), one
+    // fallback.
+    let plan = |status: &str, write_allowance: Option<WriteAllowance>| EnergyPlan {
+        t_s: 0.0,
+        policy: "coordinated".into(),
+        status: status.into(),
+        horizon_s: 3600.0,
+        setpoints: None,
+        predicted: None,
+        keep: None,
+        power_caps: String::new(),
+        placement_first: Vec::new(),
+        binding: String::new(),
+        candidates: 0,
+        reasons: Vec::new(),
+        load_forecast: None,
+        write_allowance,
+    };
+    let allowance = |used, refused_candidates| WriteAllowance {
+        allowance: 60,
+        used,
+        left: 60 - used,
+        refused_candidates,
+    };
+    let mut obs = Observer::default();
+    obs.observe_plans(&[
+        plan("optimised", Some(allowance(20, 3))),
+        plan("fallback", None),
+        plan("optimised", Some(allowance(44, 5))),
+    ]);
+    let mut counts: ObservedCounts = obs.counts.clone();
     counts.controller_events.insert("critical", 2);
     counts.stale_transitions.insert(("rack", "stale"), 5);
     counts.writes_refused = 1;
@@ -215,6 +246,25 @@ fn exposition_parses_and_carries_the_values() {
     assert_eq!(value(&s, "coolplane_writes_refused_total", &[]), 1.0);
     assert_eq!(value(&s, "coolplane_power_limits_resent_total", &[]), 4.0);
     assert_eq!(value(&s, "coolplane_history_points_written_total", &[]), 100.0);
+    assert_eq!(
+        value(&s, "coolplane_energy_plans_total", &[("status", "optimised")]),
+        2.0
+    );
+    assert_eq!(
+        value(&s, "coolplane_energy_plans_total", &[("status", "fallback")]),
+        1.0
+    );
+    assert_eq!(value(&s, "coolplane_energy_plans_total", &[("status", "other")]), 0.0);
+    assert_eq!(
+        value(&s, "coolplane_write_allowance_refused_candidates_total", &[]),
+        8.0
+    );
+    assert_eq!(value(&s, "coolplane_write_allowance_writes", &[("kind", "used")]), 44.0);
+    assert_eq!(value(&s, "coolplane_write_allowance_writes", &[("kind", "left")]), 16.0);
+    assert_eq!(
+        value(&s, "coolplane_write_allowance_writes", &[("kind", "allowance")]),
+        60.0
+    );
     // A quote in a label value is escaped and parses back.
     assert_eq!(
         value(&s, "coolplane_cdu_supply_celsius", &[("cdu", "hall-a-cdu-\"0\"")]),
