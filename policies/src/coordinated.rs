@@ -337,7 +337,7 @@ pub struct PlanPrediction {
 }
 
 /// The 15-minute energy plan: what the policy will hold, what it expects, and why.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct EnergyPlan {
     /// When made, s.
     pub t_s: f64,
@@ -1959,6 +1959,9 @@ impl Coordinated {
                                 })
                                 .fold(f64::INFINITY, f64::min)
                         })
+                        // An hour whose every candidate is dry where the dry coolers gave out
+                        // (none can be: auto or adiabatic stays) counts at the hour's best.
+                        .map(|v| if v.is_finite() { v } else { hour_min })
                         .sum::<f64>()
                         / air.points.len() as f64;
                     day - hour_min
@@ -2811,8 +2814,8 @@ mod tests {
         assert_eq!(cdu_gap_margin(&q, false, 0.01), (true, 4.0));
     }
 
-    /// The week's write allowance: what is left, and a price that rises as it is used, capped;
-    /// none without an allowance (0, NaN); an allowance of less than a write leaves nothing.
+    /// The persistence forecast of the outdoor air: yesterday's at each hour plus today's
+    /// difference, fading; the air now where there is no record.
     #[test]
     fn the_air_ahead_is_yesterdays_corrected_by_todays_difference() {
         let mut w = WeatherLog::default();
@@ -2851,6 +2854,8 @@ mod tests {
         assert!(w.samples.front().unwrap().0 >= 86_400.0 - 1e-9);
     }
 
+    /// The week's write allowance: what is left, and a price that rises as it is used, capped;
+    /// none without an allowance (0, NaN); an allowance of less than a write leaves nothing.
     #[test]
     fn the_write_allowance_counts_down_and_raises_the_price_as_it_runs_out() {
         assert_eq!(write_allowance(0.0, 0), (None, 1.0));

@@ -508,7 +508,6 @@ fn coordinated_params(
                     "write-kwh" | "write-budget" => "[0, 1000]",
                     "write-hold-h" => "[1, 168]",
                     "chiller-margin-k" => "[1, 10]",
-                    "ahead-h" => "[0, 24]",
                     _ => "[0, 24]",
                 };
                 return Err(bad(format!("{k} = {x} is outside {range}")));

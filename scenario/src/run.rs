@@ -728,20 +728,12 @@ mod plan_accuracy_tests {
             policy: "coordinated".into(),
             status: status.into(),
             horizon_s: 600.0,
-            setpoints: None,
             predicted: Some(PlanPrediction {
                 facility_kw,
                 hottest_gpu_c: hottest,
                 ..Default::default()
             }),
-            keep: None,
-            power_caps: String::new(),
-            placement_first: Vec::new(),
-            binding: String::new(),
-            candidates: 0,
-            reasons: Vec::new(),
-            load_forecast: None,
-            write_allowance: None,
+            ..Default::default()
         }
     }
 

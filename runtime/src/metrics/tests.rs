@@ -157,20 +157,9 @@ fn populated() -> DaemonMetrics {
     // Three plans: two optimised under a write allowance (the second's standing is kept), one
     // fallback.
     let plan = |status: &str, write_allowance: Option<WriteAllowance>| EnergyPlan {
-        t_s: 0.0,
-        policy: "coordinated".into(),
         status: status.into(),
-        horizon_s: 3600.0,
-        setpoints: None,
-        predicted: None,
-        keep: None,
-        power_caps: String::new(),
-        placement_first: Vec::new(),
-        binding: String::new(),
-        candidates: 0,
-        reasons: Vec::new(),
-        load_forecast: None,
         write_allowance,
+        ..Default::default()
     };
     let allowance = |used, refused_candidates| WriteAllowance {
         allowance: 60,
