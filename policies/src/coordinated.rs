@@ -30,7 +30,7 @@
 //!   least `min_gain` (relative) over keeping the present ones and its setpoint writes (each
 //!   charged in energy, in proportion to the mean design load of the site's CDUs), which keeps writes (EEPROM
 //!   wear) rare. Where the operator sets an allowance (`write_budget_per_cdu_week`), the moves of
-//!   any 7 days stay within it: a move is made only if what is left after it would undo it, and a
+//!   any 7 days after a settling day of plans (`settle_s`) stay within it: a move is made only if what is left after it would undo it, and a
 //!   write's price rises as the allowance is used; a move the limits force goes beyond it only
 //!   when no move within it restores them.
 //! - **The hours ahead** (`ahead_s`, off by default): a candidate's heat rejection, and so the
@@ -133,10 +133,18 @@ pub struct CoordinatedParams {
     /// margin, a tank over its pressure) takes the best candidate that fits the allowance, and
     /// goes beyond it only when none does; a return from a later fallback (stale inputs) is made
     /// regardless; both are counted. The adiabatic probe's mode writes are counted, not refused.
+    /// The allowance starts after the settling day (`settle_s`), whose moves are outside it.
     /// The moves are remembered in memory only: a restarted policy starts a fresh allowance. The
     /// writes trim-respond makes while it stands in (learning, stale inputs) are not the
     /// policy's moves and are not in the allowance.
     pub write_budget_per_cdu_week: f64,
+    /// With an allowance: how long after the first plan out of the learning day the plans
+    /// settle, s. The twin keeps calibrating over its first day of plans and the setpoints it
+    /// wants move with it (on hall-10k in Tucson from 40 °C to 41, 37 and 34 °C over 16 h);
+    /// counted, those moves spent the allowance and stranded the setpoints for the week. They
+    /// are made at the plain price of a write, outside the allowance (a one-off, as the move out
+    /// of the learning day is), and the allowance starts after it, fresh.
+    pub settle_s: f64,
     /// A candidate's heat rejection is judged over this many hours of outdoor air ahead, h (0:
     /// the air now only): the policy sees no weather forecast, so the air of each coming hour is
     /// the air it measured at that hour the day before, plus today's difference from yesterday
@@ -204,6 +212,7 @@ impl Default for CoordinatedParams {
             write_cost_ref_kw: 1440.0,
             write_amortise_max_s: 4.0 * 3600.0,
             write_budget_per_cdu_week: 0.0,
+            settle_s: 86_400.0,
             ahead_s: 0.0,
             ahead_two_stage: true,
             choose_rejection_mode: true,
@@ -1098,6 +1107,9 @@ pub struct Coordinated {
     chiller_gap_on: bool,
     /// The policy's moves in the last [`WRITE_WINDOW_S`]: when, s, and the writes each needed.
     moves_writes: Vec<(f64, u32)>,
+    /// The end of the settling day that follows the first plan out of the learning day, s: its
+    /// moves are made at the plain price of a write and not counted in the allowance.
+    settle_until_s: Option<f64>,
 }
 
 /// The dry coolers gave out: the plan asked for dry (the assist off) and a hall's facility water
@@ -1497,6 +1509,10 @@ impl Coordinated {
     fn optimise(&mut self, input: &PolicyInput<'_>) -> Option<Decision> {
         let p = self.params;
         let first_plan = !self.optimising;
+        if first_plan && self.settle_until_s.is_none() {
+            self.settle_until_s = Some(input.now_s + p.settle_s);
+        }
+        let settling = self.settle_until_s.is_some_and(|t| input.now_s < t - 1e-6);
         self.moves_writes.retain(|(t, _)| input.now_s - t < WRITE_WINDOW_S);
         let writes_used: u32 = self.moves_writes.iter().map(|(_, w)| *w).sum();
         let refit_note = self.bound.as_mut().and_then(|b| b.refit_note.take());
@@ -1801,6 +1817,7 @@ impl Coordinated {
         // The week's write allowance, where the operator set one: what is left of it, and the
         // price of a write raised as it is used.
         let (budget_left, price_mult) = write_allowance(p.write_budget_per_cdu_week * nc as f64, writes_used);
+        let price_mult = if settling { 1.0 } else { price_mult };
         // A write's charge, kWh, in proportion to the load the site's CDUs carry.
         let write_cost = price_mult * p.write_cost_kwh * b.design_load_kw.iter().sum::<f64>()
             / (b.design_load_kw.len().max(1) as f64 * p.write_cost_ref_kw.max(1.0));
@@ -1983,7 +2000,7 @@ impl Coordinated {
                     // fits the same way, and goes beyond the allowance only when none does.
                     let score = (pred.facility_kw + extra + wkw) / pred.work_gpu_s_per_s;
                     let ahead_kwh = (pred.facility_kw + extra) / pred.work_gpu_s_per_s;
-                    let fits = first_plan || budget_left.is_none_or(|left| 2 * writes <= left);
+                    let fits = first_plan || settling || budget_left.is_none_or(|left| 2 * writes <= left);
                     let slot = if fits {
                         &mut best
                     } else {
@@ -2061,7 +2078,14 @@ impl Coordinated {
                 "heat-reuse heat pump: its power meter or the facility return water cannot be read, so what colder water costs it is unknown: facility water not below its design {f_design:.0} °C"
             ));
         }
-        if let Some(left) = budget_left {
+        if let (Some(_), true) = (budget_left, settling) {
+            reasons.push(format!(
+                "write allowance: settling until {:.1} h, the first day of plans out of the learning day: the twin is still calibrating and the setpoints move with it at the plain price of a write, outside the allowance of {:.0} writes a week ({:.1} a CDU), which starts then",
+                self.settle_until_s.unwrap_or(input.now_s) / 3600.0,
+                (p.write_budget_per_cdu_week * nc as f64).floor(),
+                p.write_budget_per_cdu_week,
+            ));
+        } else if let Some(left) = budget_left {
             reasons.push(format!(
                 "write allowance: {writes_used} of {:.0} setpoint writes used in the last 7 days ({:.1} a CDU a week), {left} left; a write is charged {:.1} × its price{}",
                 (p.write_budget_per_cdu_week * nc as f64).floor(),
@@ -2353,7 +2377,7 @@ impl Coordinated {
         // A move's writes count against the week's allowance, and so does a return from a
         // fallback (stale inputs) after the first plan; the first move out of the learning day
         // does not.
-        if self.held != Some(chosen) && (!first_plan || self.last_move_s.is_some()) {
+        if self.held != Some(chosen) && (!first_plan || self.last_move_s.is_some()) && !settling {
             let (w, _) = write_kw(
                 chosen.cdu_supply_c,
                 chosen.cdu_flow_frac,
@@ -2614,6 +2638,9 @@ impl Policy for Coordinated {
         }
         if self.params.write_budget_per_cdu_week != d.write_budget_per_cdu_week {
             s.push_str(&format!(":write-budget={}", self.params.write_budget_per_cdu_week));
+        }
+        if self.params.settle_s != d.settle_s {
+            s.push_str(&format!(":settle-h={}", self.params.settle_s / 3600.0));
         }
         if self.params.ahead_s != d.ahead_s {
             s.push_str(&format!(":ahead-h={}", self.params.ahead_s / 3600.0));

@@ -436,7 +436,7 @@ impl std::error::Error for UnknownPolicy {}
 /// trades EEPROM wear against energy (`RESULTS.md` measures the trade-off), and a hard weekly
 /// allowance of writes, the adiabatic probe, the hold on returning to a heat-rejection mode and
 /// the chillers' margin on the CDUs' approach.
-pub const COORDINATED_PARAMETERS: [(&str, &str); 8] = [
+pub const COORDINATED_PARAMETERS: [(&str, &str); 9] = [
     (
         "write-kwh",
         "energy a setpoint write is charged, kWh at CDUs of 1,440 kW design (0 to 1000)",
@@ -448,6 +448,10 @@ pub const COORDINATED_PARAMETERS: [(&str, &str); 8] = [
     (
         "write-budget",
         "most setpoint writes the policy's moves may take in any 7 days, per CDU (0: no cap; up to 1000)",
+    ),
+    (
+        "settle-h",
+        "with write-budget: the moves of this long after the first plan out of the learning day are made at the plain price and not counted (0 to 168, default 24)",
     ),
     (
         "ahead-h",
@@ -496,17 +500,19 @@ fn coordinated_params(
             "write-kwh" if (0.0..=1000.0).contains(&x) => p.write_cost_kwh = x,
             "write-hold-h" if (1.0..=168.0).contains(&x) => p.write_amortise_max_s = x * 3600.0,
             "write-budget" if (0.0..=1000.0).contains(&x) => p.write_budget_per_cdu_week = x,
+            "settle-h" if (0.0..=168.0).contains(&x) => p.settle_s = x * 3600.0,
             "ahead-h" if (0.0..=24.0).contains(&x) => p.ahead_s = x * 3600.0,
             "ahead-stages" if x == 1.0 || x == 2.0 => p.ahead_two_stage = x == 2.0,
             "probe-h" if (0.0..=24.0).contains(&x) => p.probe_assist_s = x * 3600.0,
             "mode-return-h" if (0.0..=24.0).contains(&x) => p.mode_return_s = x * 3600.0,
             "chiller-margin-k" if (1.0..=10.0).contains(&x) => p.chiller_gap_margin_k = x,
             "ahead-stages" => return Err(bad(format!("ahead-stages = {x} is neither 1 nor 2"))),
-            "write-kwh" | "write-hold-h" | "write-budget" | "ahead-h" | "probe-h" | "mode-return-h"
+            "write-kwh" | "write-hold-h" | "write-budget" | "settle-h" | "ahead-h" | "probe-h" | "mode-return-h"
             | "chiller-margin-k" => {
                 let range = match k {
                     "write-kwh" | "write-budget" => "[0, 1000]",
                     "write-hold-h" => "[1, 168]",
+                    "settle-h" => "[0, 168]",
                     "chiller-margin-k" => "[1, 10]",
                     _ => "[0, 24]",
                 };
@@ -1344,6 +1350,12 @@ mod tests {
             "coordinated:write-budget=5"
         );
         assert_eq!(by_name("coordinated:write-budget=0").unwrap().label(), "coordinated");
+        let e = err("coordinated:write-budget=5:settle-h=200");
+        assert!(e.contains("settle-h = 200") && e.contains("[0, 168]"), "{e}");
+        assert_eq!(
+            by_name("coordinated:write-budget=5:settle-h=0").unwrap().label(),
+            "coordinated:write-budget=5:settle-h=0"
+        );
         let e = err("coordinated:ahead-stages=3");
         assert!(e.contains("ahead-stages = 3") && e.contains("neither 1 nor 2"), "{e}");
         assert_eq!(

@@ -528,8 +528,9 @@ fn coordinated_keeps_the_facility_water_further_below_the_cdus_while_the_chiller
 }
 
 /// Beijing's peak-heat week (day 194), two days after a 48 h warm-up (the learning day and the
-/// move out of it are outside the scored days): with an allowance of one setpoint write per CDU
-/// a week (12 on hall-10k), every move after the first, chosen or forced by the limits, leaves
+/// settling day after it are outside the scored days): with an allowance of one setpoint write
+/// per CDU a week (12 on hall-10k), the settling day's plans say they are outside it, and every
+/// move after it, chosen or forced by the limits, leaves
 /// enough of the allowance to undo it (each plan says how much is left) unless no move within it
 /// restores the limits (the plan says so), and the devices see at most the allowance plus the
 /// writes of such moves, where the same policy without it writes far more.
@@ -553,7 +554,8 @@ fn coordinated_keeps_its_setpoint_writes_within_the_weeks_allowance() {
     };
     let plans: Vec<_> = capped.plans.iter().filter(|p| p.status == "optimised").collect();
     assert!(plans.len() >= 150, "{} plans", plans.len());
-    let (mut chosen, mut forced_in_window) = (0, 0);
+    let (mut chosen, mut forced_in_window, mut settling) = (0, 0, 0);
+    let (mut settle_moved, mut after_settling) = (false, true);
     // The first plan out of a fallback (the move out of the learning day, a return from stale
     // inputs) is not refused.
     let mut after_fallback = true;
@@ -565,6 +567,18 @@ fn coordinated_keeps_its_setpoint_writes_within_the_weeks_allowance() {
         let said = |what: &str| p.reasons.iter().find(|r| r.starts_with(what));
         let line = said("write allowance: ")
             .unwrap_or_else(|| panic!("no allowance line at {} h: {:?}", p.t_s / 3600.0, p.reasons));
+        // The first day of plans settles outside the allowance, and says so.
+        if line.starts_with("write allowance: settling until ") {
+            assert!(p.t_s < 48.0 * 3600.0 - 1.0, "settling at {} h: {line}", p.t_s / 3600.0);
+            assert!(line.contains("outside the allowance of 12 writes a week"), "{line}");
+            settling += 1;
+            settle_moved |= said("CDU supply ").is_some_and(|r| r.contains(" setpoint writes)"));
+            continue;
+        }
+        // The allowance starts after the settling day, whatever it moved.
+        if std::mem::replace(&mut after_settling, false) {
+            assert!(line.contains(": 0 of 12 setpoint writes used"), "{line}");
+        }
         assert!(line.contains(" of 12 setpoint writes used"), "{line}");
         let left = num(line, "a week), ");
         // The plan carries the same standing for the daemon's metrics (after its move).
@@ -591,6 +605,8 @@ fn coordinated_keeps_its_setpoint_writes_within_the_weeks_allowance() {
         }
     }
     assert!(chosen >= 1, "no move chosen within the allowance");
+    assert!(settling >= 80, "{settling} plans of the settling day");
+    assert!(settle_moved, "no move in the settling day");
     assert!(free.plans.iter().all(|p| p.write_allowance.is_none()));
     assert!(
         w_free > 2 * 12,
@@ -848,7 +864,8 @@ fn coordinated_judges_its_moves_over_the_hours_ahead_where_asked() {
 }
 
 /// A return from a fallback after the first plan (CDU 0 offline from 27 h to 29 h) is counted in
-/// the week's write allowance; the first move out of the learning day is not.
+/// the week's write allowance; the first move out of the learning day is not (no settling day
+/// here, `settle-h=0`: the fallback would fall in it).
 #[test]
 fn coordinated_counts_a_return_from_a_fallback_in_its_write_allowance() {
     let mut s = spec(0.5, 24.0);
@@ -857,7 +874,7 @@ fn coordinated_counts_a_return_from_a_fallback_in_its_write_allowance() {
         end_h: Some(5.0),
         fault: FaultKind::CduOffline { cdu: 0 },
     });
-    let co = run_spec(&s, "coordinated:write-budget=1000");
+    let co = run_spec(&s, "coordinated:write-budget=1000:settle-h=0");
     let used = |p: &EnergyPlan| -> Option<u32> {
         let r = p.reasons.iter().find(|r| r.starts_with("write allowance: "))?;
         r["write allowance: ".len()..].split(' ').next()?.parse().ok()
