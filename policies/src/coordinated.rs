@@ -392,6 +392,10 @@ pub struct WriteAllowance {
     pub left: u32,
     /// Candidates this plan did not take because they needed more than half of what was left.
     pub refused_candidates: u32,
+    /// The plan falls in the settling day after the learning day (`settle_s`): its moves are
+    /// outside the allowance, which starts after it.
+    #[serde(default)]
+    pub settling: bool,
 }
 
 /// The facility side as the policy learns it from the meters, in three parts whose structure
@@ -2396,6 +2400,7 @@ impl Coordinated {
                 used,
                 left: allowance.saturating_sub(used),
                 refused_candidates: budget_refused,
+                settling,
             }
         });
         if self.held != Some(chosen) || first_plan {

@@ -413,6 +413,12 @@ impl DaemonMetrics {
                     .map(|(k, v)| (format!("{{kind=\"{k}\"}}"), f64::from(v)))
             })
             .collect();
+        o.one(
+            "coolplane_write_allowance_settling",
+            "gauge",
+            "1 while the policy's plans fall in the settling day after its learning day (their moves are outside the write allowance, which starts after it), else 0.",
+            c.write_allowance.map(|a| f64::from(u8::from(a.settling))),
+        );
         o.family(
             "coolplane_write_allowance_writes",
             "gauge",

@@ -572,6 +572,7 @@ fn coordinated_keeps_its_setpoint_writes_within_the_weeks_allowance() {
             assert!(p.t_s < 48.0 * 3600.0 - 1.0, "settling at {} h: {line}", p.t_s / 3600.0);
             assert!(line.contains("outside the allowance of 12 writes a week"), "{line}");
             settling += 1;
+            assert!(p.write_allowance.is_some_and(|a| a.settling), "{:?}", p.write_allowance);
             settle_moved |= said("CDU supply ").is_some_and(|r| r.contains(" setpoint writes)"));
             continue;
         }
@@ -584,6 +585,7 @@ fn coordinated_keeps_its_setpoint_writes_within_the_weeks_allowance() {
         // The plan carries the same standing for the daemon's metrics (after its move).
         let a = p.write_allowance.expect("an allowance in the plan");
         assert_eq!(a.allowance, 12);
+        assert!(!a.settling, "{a:?} at {} h", p.t_s / 3600.0);
         assert!(
             a.used + a.left >= 12 && a.used >= 12 - left,
             "{a:?} with {left} left before: {line}"

@@ -161,17 +161,19 @@ fn populated() -> DaemonMetrics {
         write_allowance,
         ..Default::default()
     };
-    let allowance = |used, refused_candidates| WriteAllowance {
+    let allowance = |used, refused_candidates, settling| WriteAllowance {
         allowance: 60,
         used,
         left: 60 - used,
         refused_candidates,
+        settling,
     };
     let mut obs = Observer::default();
     obs.observe_plans(&[
-        plan("optimised", Some(allowance(20, 3))),
+        plan("optimised", Some(allowance(0, 0, true))),
+        plan("optimised", Some(allowance(20, 3, false))),
         plan("fallback", None),
-        plan("optimised", Some(allowance(44, 5))),
+        plan("optimised", Some(allowance(44, 5, false))),
     ]);
     let mut counts: ObservedCounts = obs.counts.clone();
     counts.controller_events.insert("critical", 2);
@@ -237,7 +239,7 @@ fn exposition_parses_and_carries_the_values() {
     assert_eq!(value(&s, "coolplane_history_points_written_total", &[]), 100.0);
     assert_eq!(
         value(&s, "coolplane_energy_plans_total", &[("status", "optimised")]),
-        2.0
+        3.0
     );
     assert_eq!(
         value(&s, "coolplane_energy_plans_total", &[("status", "fallback")]),
@@ -248,6 +250,8 @@ fn exposition_parses_and_carries_the_values() {
         value(&s, "coolplane_write_allowance_refused_candidates_total", &[]),
         8.0
     );
+    // The last plan's standing: past the settling day.
+    assert_eq!(value(&s, "coolplane_write_allowance_settling", &[]), 0.0);
     assert_eq!(value(&s, "coolplane_write_allowance_writes", &[("kind", "used")]), 44.0);
     assert_eq!(value(&s, "coolplane_write_allowance_writes", &[("kind", "left")]), 16.0);
     assert_eq!(
@@ -328,4 +332,36 @@ fn the_grafana_dashboard_uses_only_exported_metrics() {
     let bad: serde_json::Value =
         serde_json::json!({"panels": [{"targets": [{"expr": "rate(coolplane_tick_total[5m])"}]}]});
     assert!(!dashboard_metric_names(&bad).is_subset(&exported));
+}
+
+#[test]
+fn the_settling_day_shows_on_the_allowance() {
+    let plan = |settling| EnergyPlan {
+        status: "optimised".into(),
+        write_allowance: Some(WriteAllowance {
+            allowance: 60,
+            used: 0,
+            left: 60,
+            refused_candidates: 0,
+            settling,
+        }),
+        ..Default::default()
+    };
+    let settling_now = |plans: &[EnergyPlan]| {
+        let mut obs = Observer::default();
+        obs.observe_plans(plans);
+        let m = DaemonMetrics::default();
+        m.update(&Snapshot::default(), Vec::new(), None, &obs.counts, 0.001);
+        let (_, s) = parse(&m.render());
+        value(&s, "coolplane_write_allowance_settling", &[])
+    };
+    assert_eq!(settling_now(&[plan(true)]), 1.0);
+    assert_eq!(settling_now(&[plan(true), plan(false)]), 0.0);
+    // Without an allowance there is no sample at all.
+    let mut obs = Observer::default();
+    obs.observe_plans(&[EnergyPlan::default()]);
+    let m = DaemonMetrics::default();
+    m.update(&Snapshot::default(), Vec::new(), None, &obs.counts, 0.001);
+    let (_, s) = parse(&m.render());
+    assert!(!s.iter().any(|(n, _, _)| n == "coolplane_write_allowance_settling"));
 }
