@@ -30,9 +30,9 @@
 //!   least `min_gain` (relative) over keeping the present ones and its setpoint writes (each
 //!   charged in energy, in proportion to the mean design load of the site's CDUs), which keeps writes (EEPROM
 //!   wear) rare. Where the operator sets an allowance (`write_budget_per_cdu_week`), the moves of
-//!   any 7 days after a settling day of plans (`settle_s`) stay within it: a move is made only if what is left after it would undo it, and a
-//!   write's price rises as the allowance is used; a move the limits force goes beyond it only
-//!   when no move within it restores them.
+//!   any 7 days after a settling day of plans (`settle_s`) stay within it: a move is made only
+//!   if what is left after it would undo it, and a write's price rises as the allowance is used;
+//!   a move the limits force goes beyond it only when no move within it restores them.
 //! - **The hours ahead** (`ahead_s`, off by default): a candidate's heat rejection, and so the
 //!   choice between candidates and between a move and holding, is judged over the coming hours
 //!   of outdoor air, a persistence forecast from the policy's own record (yesterday's air at
