@@ -524,6 +524,12 @@ fn coordinated_params(
             }
         }
     }
+    // A settling day only means something to an allowance: refused alone, not ignored.
+    if p.settle_s != base.settle_s && p.write_budget_per_cdu_week <= 0.0 {
+        return Err(bad(
+            "settle-h is the settling day of a write allowance: give it with write-budget".into(),
+        ));
+    }
     Ok(p)
 }
 
@@ -1350,6 +1356,8 @@ mod tests {
             "coordinated:write-budget=5"
         );
         assert_eq!(by_name("coordinated:write-budget=0").unwrap().label(), "coordinated");
+        let e = err("coordinated:settle-h=0");
+        assert!(e.contains("give it with write-budget"), "{e}");
         let e = err("coordinated:write-budget=5:settle-h=200");
         assert!(e.contains("settle-h = 200") && e.contains("[0, 168]"), "{e}");
         assert_eq!(

@@ -154,8 +154,8 @@ fn populated() -> DaemonMetrics {
         ..Default::default()
     };
     mqtt.rejected.insert("json".into(), 3);
-    // Three plans: two optimised under a write allowance (the second's standing is kept), one
-    // fallback.
+    // Four plans: three optimised under a write allowance (the first in its settling day; the
+    // last one's standing is kept), one fallback.
     let plan = |status: &str, write_allowance: Option<WriteAllowance>| EnergyPlan {
         status: status.into(),
         write_allowance,
