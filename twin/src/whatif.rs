@@ -10,6 +10,11 @@
 //! chiller): heat-rejection + facility-pump + chiller power against the air entering the coils
 //! (the dry-bulb, pre-cooled by the pads where the assist runs) and the wet-bulb, and the rest of
 //! the facility overhead (electrical losses, air handling, misc) against the outdoor air.
+//!
+//! Two shapes from the equipment's data sheets, for models that learn their scale from the
+//! meters: [`DryCoolerCurve`] (the dry coolers' fans against the heat, the water and the coil
+//! air, convex up to full speed) and [`AirHandlerCurve`] (the air handlers' chilled-water side
+//! against the facility water and the outdoor air).
 
 use crate::estimate::{thermal_features, EstQuality, Twin};
 use crate::regress::{LinearFit, Samples};
@@ -84,6 +89,196 @@ pub fn pads_effectiveness(site: &coolplane_core::site::Site, topo: &coolplane_co
         })
         .collect();
     (!effs.is_empty()).then(|| effs.iter().sum::<f64>() / effs.len() as f64)
+}
+
+/// The dry coolers as their data sheet gives them: the design heat at the design approach and
+/// water range with the fans at full speed, the air-to-water capacity ratio of that selection,
+/// the fans' full-speed power and minimum speed (summed over the site's halls that have dry
+/// coolers, as one bank). With the textbook laws of a variable-speed fan coil (air-side
+/// conductance ∝ airflow^0.8, fan power ∝ speed³, counterflow ε-NTU) it says what fan speed a
+/// heat load needs at a water-to-air temperature difference, and what heat is left beyond full
+/// speed for the trim chiller.
+///
+/// It is a shape, not a meter: the policy's air model learns how many kW of its meters each kW of
+/// the curve is worth, beside its hinges. What it adds is where the fans saturate, which moves
+/// with the load and the water flow and which hinges at fixed approaches cannot place: on
+/// `hall-10k` the fans go from a sixth of their power to full speed in the last 4 K of approach.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DryCoolerCurve {
+    /// Air-side conductance at full fan speed, kW/K.
+    ua_full_kw_k: f64,
+    /// Air capacity rate at full fan speed, kW/K.
+    c_air_full_kw_k: f64,
+    /// Fans' power at full speed, kW.
+    fan_full_kw: f64,
+    /// Minimum fan speed (below it the coil is bypassed, the fans run at minimum), 0–1.
+    fan_min: f64,
+}
+
+/// Counterflow effectiveness at `ntu` and capacity ratio `cr` (≤ 1).
+fn counterflow_eps(ntu: f64, cr: f64) -> f64 {
+    if ntu <= 0.0 {
+        return 0.0;
+    }
+    let cr = cr.clamp(0.0, 1.0);
+    if (1.0 - cr).abs() < 1e-6 {
+        return ntu / (1.0 + ntu);
+    }
+    let e = (-ntu * (1.0 - cr)).exp();
+    (1.0 - e) / (1.0 - cr * e)
+}
+
+impl DryCoolerCurve {
+    /// The curve of the site's dry coolers (`None`: no hall has dry coolers, or a data sheet
+    /// whose design point no coil can reach).
+    pub fn from_site(site: &coolplane_core::site::Site, topo: &coolplane_core::topology::Topology) -> Option<Self> {
+        let (mut ua, mut c_air, mut fans, mut fan_min, mut n) = (0.0, 0.0, 0.0, 0.0, 0usize);
+        for h in 0..topo.halls.len() {
+            let f = &topo.hall_spec(site, h).facility;
+            let Some(dc) = f.dry_coolers.as_ref() else { continue };
+            let range = f.design_delta_t_k;
+            let ratio = dc.air_to_water_capacity_ratio;
+            if !(range > 0.0 && dc.design_approach_k > 0.0 && ratio > 0.0 && dc.design_capacity_kw > 0.0) {
+                return None;
+            }
+            // The design point: water C_w = Q/range cooled by `range` with `approach` left to the air.
+            let c_w = dc.design_capacity_kw / range;
+            let (c_min, cr) = if ratio >= 1.0 {
+                (c_w, 1.0 / ratio)
+            } else {
+                (c_w * ratio, ratio)
+            };
+            let eps = dc.design_capacity_kw / (c_min * (range + dc.design_approach_k));
+            // NTU from ε by bisection on the effectiveness (monotone in NTU).
+            if !(eps > 0.0 && eps < 1.0 && counterflow_eps(50.0, cr) > eps) {
+                return None;
+            }
+            let (mut lo, mut hi) = (0.0, 50.0);
+            for _ in 0..60 {
+                let mid = 0.5 * (lo + hi);
+                if counterflow_eps(mid, cr) < eps {
+                    lo = mid;
+                } else {
+                    hi = mid;
+                }
+            }
+            ua += 0.5 * (lo + hi) * c_min;
+            c_air += ratio * c_w;
+            fans += dc.fan_power_kw;
+            fan_min += dc.fan_min_speed;
+            n += 1;
+        }
+        (n > 0).then(|| Self {
+            ua_full_kw_k: ua,
+            c_air_full_kw_k: c_air,
+            fan_full_kw: fans,
+            fan_min: (fan_min / n as f64).clamp(0.0, 1.0),
+        })
+    }
+
+    /// Heat rejected per kelvin of water-in-to-air difference at fan speed `f`, with the water's
+    /// capacity rate `c_w_kw_k`, kW/K.
+    fn conductance_kw_k(&self, f: f64, c_w_kw_k: f64) -> f64 {
+        let ua = self.ua_full_kw_k * f.powf(0.8);
+        let c_air = self.c_air_full_kw_k * f;
+        let (c_min, c_max) = (c_air.min(c_w_kw_k), c_air.max(c_w_kw_k));
+        if c_min <= 0.0 || ua <= 0.0 {
+            return 0.0;
+        }
+        counterflow_eps(ua / c_min, c_min / c_max) * c_min
+    }
+
+    /// Fans' power (kW) and the heat left beyond full speed (kW) to reject `q_kw` from water
+    /// entering the coils `dt_k` above the coil air at capacity rate `c_w_kw_k` (kW/K).
+    pub fn fans_kw(&self, q_kw: f64, dt_k: f64, c_w_kw_k: f64) -> (f64, f64) {
+        let q = q_kw.max(0.0);
+        let c_w = c_w_kw_k.max(1e-6);
+        let full = self.conductance_kw_k(1.0, c_w);
+        if dt_k <= 0.0 || full * dt_k <= q {
+            return (self.fan_full_kw, (q - full * dt_k).max(0.0));
+        }
+        let need = q / dt_k;
+        let (mut lo, mut hi) = (0.0, 1.0);
+        for _ in 0..40 {
+            let mid = 0.5 * (lo + hi);
+            if self.conductance_kw_k(mid, c_w) < need {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        let f = hi.max(self.fan_min);
+        (self.fan_full_kw * f.powi(3), 0.0)
+    }
+}
+
+/// The air handlers' chilled-water side as their data sheet gives it (the first hall's that has
+/// them): return air enters a warm coil on facility water (design approach to the water at the
+/// servers' air ΔT), then a chilled-water coil on an air-cooled chiller with integrated free
+/// cooling. Per kW of air-side heat it says what the chilled-water side draws at a facility
+/// water temperature and outdoor dry-bulb: the share the warm coil leaves, times the
+/// compressor's share of it over its COP (a fraction of Carnot, condensing above the dry-bulb)
+/// plus the free-cooling fans' on the rest.
+///
+/// A shape, not a meter: the air-side share of the heat is not on a data sheet, and the
+/// policy's air model learns it. What it separates is the facility water's effect on the
+/// chiller (colder water, more for the warm coil) from the outdoor air's (the chiller's COP
+/// and free cooling), which hinges in the coil air's approach to the water confound.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AirHandlerCurve {
+    supply_air_c: f64,
+    air_dt_k: f64,
+    warm_approach_k: f64,
+    chw_c: f64,
+    chw_dt_k: f64,
+    fc_approach_k: f64,
+    fc_fan_kw_per_kw: f64,
+    carnot: f64,
+    cop_max: f64,
+    cond_approach_k: f64,
+}
+
+/// The chilled water's evaporator approach assumed by [`AirHandlerCurve`], K.
+const AIR_CHILLER_EVAPORATOR_APPROACH_K: f64 = 3.0;
+
+impl AirHandlerCurve {
+    /// The curve of the first hall whose air handlers have a warm coil and a chilled-water side
+    /// (`None`: none has).
+    pub fn from_site(site: &coolplane_core::site::Site, topo: &coolplane_core::topology::Topology) -> Option<Self> {
+        (0..topo.halls.len()).find_map(|h| {
+            let cr = topo.hall_spec(site, h).air.crah.as_ref()?;
+            (cr.air_delta_t_k > 0.0 && cr.chilled_water_delta_t_k > 0.0).then_some(Self {
+                supply_air_c: cr.supply_air_c,
+                air_dt_k: cr.air_delta_t_k,
+                warm_approach_k: cr.warm_coil_approach_k.max(0.0),
+                chw_c: cr.chilled_water_c,
+                chw_dt_k: cr.chilled_water_delta_t_k,
+                fc_approach_k: cr.free_cooling_approach_k,
+                fc_fan_kw_per_kw: cr.free_cooling_fan_kw_per_kw,
+                carnot: cr.chiller_carnot_efficiency,
+                cop_max: cr.chiller_cop_max.max(1.0),
+                cond_approach_k: cr.condenser_approach_k,
+            })
+        })
+    }
+
+    /// kW the chilled-water side draws per kW of air-side heat, with facility water at `fac_c`
+    /// and the outdoor dry-bulb at `db_c`.
+    pub fn kw_per_kw_air(&self, fac_c: f64, db_c: f64) -> f64 {
+        // Warm coil at design airflow: ε = ΔT / (ΔT + approach) on the air side.
+        let left = ((fac_c - self.supply_air_c + self.warm_approach_k) / (self.air_dt_k + self.warm_approach_k))
+            .clamp(0.0, 1.0);
+        let free = ((self.chw_c + self.chw_dt_k - self.fc_approach_k - db_c) / self.chw_dt_k).clamp(0.0, 1.0);
+        let t_evap = self.chw_c - AIR_CHILLER_EVAPORATOR_APPROACH_K + 273.15;
+        let t_cond = db_c + self.cond_approach_k + 273.15;
+        let cop = if t_cond > t_evap {
+            (self.carnot * t_evap / (t_cond - t_evap)).min(self.cop_max)
+        } else {
+            self.cop_max
+        }
+        .max(1.0);
+        left * ((1.0 - free) / cop + free * self.fc_fan_kw_per_kw)
+    }
 }
 
 /// Learns the facility side from the meters.
@@ -950,5 +1145,86 @@ mod offset_free_tests {
             (wild.hottest_gpu_end_c - (62.0 + MAX_RACK_OFFSET_K)).abs() < 1e-9,
             "{wild:?}"
         );
+    }
+}
+
+#[cfg(test)]
+mod dry_cooler_tests {
+    use super::{AirHandlerCurve, DryCoolerCurve};
+    use coolplane_core::site::builtin_site;
+    use coolplane_core::topology::Topology;
+
+    fn curve() -> DryCoolerCurve {
+        let site = builtin_site("hall-10k").unwrap();
+        DryCoolerCurve::from_site(&site, &Topology::new(&site)).unwrap()
+    }
+
+    /// At its data sheet's design point (19 MW, water 10 K range, 5 K approach) the bank needs
+    /// its full fan speed and no more; a kelvin less approach leaves heat to the chiller, and half
+    /// the heat needs well under half the fans' power (cube law).
+    #[test]
+    fn the_dry_coolers_need_full_speed_at_their_design_point_and_less_below_it() {
+        let c = curve();
+        let c_w = 19_000.0 / 10.0;
+        let (fans, beyond) = c.fans_kw(19_000.0, 15.0, c_w);
+        assert!((fans - 300.0).abs() < 1e-6, "fans {fans}");
+        assert!(beyond < 1.0, "beyond {beyond}");
+        let (fans, beyond) = c.fans_kw(19_000.0, 14.0, c_w);
+        assert!(
+            (fans - 300.0).abs() < 1e-6 && beyond > 500.0,
+            "fans {fans} beyond {beyond}"
+        );
+        let (fans, beyond) = c.fans_kw(19_000.0, 15.5, c_w);
+        assert!(
+            fans < 300.0 && fans > 200.0 && beyond == 0.0,
+            "fans {fans} beyond {beyond}"
+        );
+        let (half, _) = c.fans_kw(9_500.0, 15.0, c_w / 2.0);
+        assert!(half < 0.4 * 300.0 && half > 0.0, "half {half}");
+        // The minimum speed bounds the fans from below; no heat, no more than that.
+        let (idle, _) = c.fans_kw(0.0, 15.0, c_w);
+        assert!((idle - 300.0 * 0.15f64.powi(3)).abs() < 1e-9, "idle {idle}");
+        // Air warmer than the water: full speed, and the whole heat beyond it and then some.
+        let (fans, beyond) = c.fans_kw(10_000.0, -1.0, c_w);
+        assert!(fans == 300.0 && beyond > 10_000.0, "fans {fans} beyond {beyond}");
+    }
+
+    /// The fans' power rises ever faster as the approach shrinks (convex), which is what hinges
+    /// at fixed approaches cannot follow where the saturation moves with the load.
+    #[test]
+    fn the_fans_power_is_convex_in_the_approach_and_saturates_earlier_at_more_load() {
+        let c = curve();
+        let fans = |q: f64, dt: f64| c.fans_kw(q, dt, q / 8.0).0;
+        let p: Vec<f64> = (0..12).map(|k| fans(13_000.0, 20.0 - k as f64)).collect();
+        for w in p.windows(3) {
+            assert!(w[2] - w[1] >= w[1] - w[0] - 1e-9 || w[2] >= 300.0 - 1e-9, "{p:?}");
+        }
+        let sat = |q: f64| {
+            (0..400)
+                .map(|k| 30.0 - 0.05 * k as f64)
+                .find(|&dt| fans(q, dt) >= 300.0 - 1e-9)
+                .unwrap()
+        };
+        assert!(
+            sat(15_000.0) > sat(11_000.0) + 1.0,
+            "{} {}",
+            sat(15_000.0),
+            sat(11_000.0)
+        );
+    }
+
+    /// The air handlers' chilled-water side: nothing below the facility water at which the warm
+    /// coil takes all the air-side heat (supply air less its approach), rising with warmer water;
+    /// at one water temperature, dearer in hot air (COP, no free cooling) than in cool air (free
+    /// cooling, its fans only).
+    #[test]
+    fn the_air_handlers_chiller_follows_the_facility_water_and_the_outdoor_air() {
+        let site = coolplane_core::site::builtin_site("hall-10k").unwrap();
+        let c = AirHandlerCurve::from_site(&site, &Topology::new(&site)).unwrap();
+        assert_eq!(c.kw_per_kw_air(21.9, 30.0), 0.0);
+        let (a, b) = (c.kw_per_kw_air(25.0, 30.0), c.kw_per_kw_air(30.0, 30.0));
+        assert!(a > 0.0 && b > 1.5 * a, "{a} {b}");
+        let (cool, hot) = (c.kw_per_kw_air(28.0, 5.0), c.kw_per_kw_air(28.0, 35.0));
+        assert!(cool > 0.0 && hot > 5.0 * cool, "{cool} {hot}");
     }
 }
