@@ -456,6 +456,9 @@ struct CoolingModel {
     dry_curve: Option<DryCoolerCurve>,
     /// The air handlers' chilled-water side from their data sheet (`None`: none on the site).
     air_curve: Option<AirHandlerCurve>,
+    /// Some hall's dry coolers have no trim chiller behind them: heat beyond the fans' full
+    /// speed is not rejected there, the water runs warm instead.
+    no_trim_chiller: bool,
     dtf: Samples,
     pump: Samples,
     rej_fit: Option<LinearFit>,
@@ -649,6 +652,7 @@ impl CoolingModel {
             assist_eff: None,
             dry_curve: None,
             air_curve: None,
+            no_trim_chiller: false,
             dtf: Samples::new(2, 20_000),
             pump: Samples::new(3, 20_000),
             rej_fit: None,
@@ -1947,6 +1951,7 @@ impl Coordinated {
         let mut n = 0u32;
         let mut sides = Vec::new();
         let (mut hot_refused, mut tdp_refused, mut tank_refused, mut implausible) = (0u32, 0u32, 0u32, 0u32);
+        let mut beyond_fans = 0u32;
         let mut budget_refused = 0u32;
         // Two-stage (`ahead_two_stage`): the CDU setpoints (a write per CDU a kelvin) are judged
         // over the hours ahead with the facility setpoint and mode (a write a hall) chosen again
@@ -2026,6 +2031,27 @@ impl Coordinated {
                         let Some(pred) = evaluate(&gs, s, q, fac, mode) else {
                             continue;
                         };
+                        // Without a trim chiller, water colder than the setpoint in force that
+                        // the dry coolers' data sheet says needs more than their fans' full
+                        // speed would not be made (the fans saturate and the water runs warm,
+                        // which the air model, flat at full speed, does not price).
+                        if cm.no_trim_chiller && fac < f_keep - 1e-9 {
+                            if let (Some(c), Some(eff)) = (cm.dry_curve.as_ref(), cm.assist_eff) {
+                                let on = match mode {
+                                    RejectionMode::Dry => false,
+                                    RejectionMode::Adiabatic => true,
+                                    RejectionMode::Auto => assist_now.unwrap_or(false),
+                                };
+                                let w = pred.facility_water;
+                                let air_c = coil_air_c(db, wb, eff, on);
+                                if c.fans_kw(w.c_w_kw_k * w.rise_k, fac + w.rise_k - air_c, w.c_w_kw_k).1 > 0.0 {
+                                    if movable {
+                                        beyond_fans += 1;
+                                    }
+                                    continue;
+                                }
+                            }
+                        }
                         // A prediction that cooling falls below 30 % of today's is the model
                         // extrapolating, not the plant: such a candidate is not taken.
                         if pred.cooling_kw < 0.3 * cooling_now {
@@ -2565,6 +2591,11 @@ impl Coordinated {
         if let Some(tm) = b.tanks.as_ref().filter(|_| has_tanks) {
             reasons.push(tm.describe());
         }
+        if beyond_fans > 0 {
+            reasons.push(format!(
+                "{beyond_fans} candidates not taken: colder facility water than the setpoint in force that the dry coolers' data sheet says needs more than their fans' full speed, with no trim chiller to take the rest"
+            ));
+        }
         if implausible > 0 {
             reasons.push(format!(
                 "{implausible} candidates not taken: the cooling model predicted less than 30 % of today's cooling power for them (outside what it has learned)"
@@ -2781,6 +2812,10 @@ impl Policy for Coordinated {
         cooling.assist_eff = pads_effectiveness(site, topo);
         cooling.dry_curve = DryCoolerCurve::from_site(site, topo);
         cooling.air_curve = AirHandlerCurve::from_site(site, topo);
+        cooling.no_trim_chiller = (0..topo.halls.len()).any(|h| {
+            let f = &topo.hall_spec(site, h).facility;
+            f.dry_coolers.is_some() && f.chiller.is_none()
+        });
         let fac = FacilityModel::with_assist_effectiveness(cooling.assist_eff.unwrap_or(0.0));
         self.bound = Some(Box::new(Bound {
             cooling,
