@@ -2953,6 +2953,48 @@ mod tests {
         assert!(!g.blocks(-5.0, 14_000.0) && !g.blocks(-6.0, 13_300.0));
     }
 
+    /// A deterministic stream of uniform numbers in [0, 1) (64-bit LCG, top 53 bits).
+    fn uniform(seed: u64) -> impl FnMut() -> f64 {
+        let mut k = seed;
+        move || {
+            k = k
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            (k >> 11) as f64 / (1u64 << 53) as f64
+        }
+    }
+
+    /// A snapshot of one hall for the air model: IT load, facility water (supply, rise, flow),
+    /// outdoor air (dry and wet bulb, assist on) and fans + chillers metered as `kw`.
+    fn air_image(
+        topo: &Topology,
+        t: f64,
+        it: f64,
+        (fs, rise, flow): (f64, f64, f64),
+        (db, wb, on): (f64, f64, bool),
+        kw: f64,
+    ) -> Measurements {
+        use coolplane_core::signals::FacilityMeasurement;
+        let mut img = image(topo, t);
+        img.meter.it_power_kw = Reading::good(it, t);
+        img.facilities = vec![FacilityMeasurement {
+            supply_temp_c: Reading::good(fs, t),
+            return_temp_c: Reading::good(fs + rise, t),
+            fan_power_kw: Reading::good(kw, t),
+            chiller_power_kw: Reading::good(0.0, t),
+            pump_power_kw: Reading::good(40.0, t),
+            flow_lpm: Reading::good(flow, t),
+            outdoor_dry_bulb_c: Reading::good(db, t),
+            outdoor_wet_bulb_c: Reading::good(wb, t),
+            adiabatic_on: on,
+            ..Default::default()
+        }];
+        for c in img.cdus.iter_mut() {
+            c.return_temp_c = Reading::good(50.0, t);
+        }
+        img
+    }
+
     /// The air model near the fans' full speed. Samples from a week whose coil air stays 6–14 K
     /// below the facility water's setpoint, from dry coolers whose fans draw 10 % more than their
     /// data sheet says (plus an air-handler chiller that follows the facility water): asked 2 K
@@ -2962,7 +3004,6 @@ mod tests {
     /// of it.
     #[test]
     fn the_air_model_follows_the_fans_to_full_speed_beyond_its_samples() {
-        use coolplane_core::signals::FacilityMeasurement;
         let site = builtin_site("hall-10k").unwrap();
         let topo = Topology::new(&site);
         let curve = DryCoolerCurve::from_site(&site, &topo).unwrap();
@@ -2977,13 +3018,7 @@ mod tests {
         };
         let mut hinges = Samples::new(N_AIR - 3, 20_000);
         let bare = CoolingModel::new();
-        let mut k = 0u64;
-        let mut next = || {
-            k = k
-                .wrapping_mul(6_364_136_223_846_793_005)
-                .wrapping_add(1_442_695_040_888_963_407);
-            (k >> 11) as f64 / (1u64 << 53) as f64
-        };
+        let mut next = uniform(0u64);
         for i in 0..2_000 {
             let t = i as f64 * 60.0;
             let on = i % 2 == 1;
@@ -3000,24 +3035,7 @@ mod tests {
             };
             let air = coil_air_c(db, wb, 0.8, on);
             let kw = truth(it, air, fs, flow, rise);
-            let mut img = image(&topo, t);
-            img.meter.it_power_kw = Reading::good(it, t);
-            img.facilities = vec![FacilityMeasurement {
-                supply_temp_c: Reading::good(fs, t),
-                return_temp_c: Reading::good(fs + rise, t),
-                fan_power_kw: Reading::good(kw, t),
-                chiller_power_kw: Reading::good(0.0, t),
-                pump_power_kw: Reading::good(40.0, t),
-                flow_lpm: Reading::good(flow, t),
-                outdoor_dry_bulb_c: Reading::good(db, t),
-                outdoor_wet_bulb_c: Reading::good(wb, t),
-                adiabatic_on: on,
-                ..Default::default()
-            }];
-            for c in img.cdus.iter_mut() {
-                c.return_temp_c = Reading::good(50.0, t);
-            }
-            cm.observe(&img);
+            cm.observe(&air_image(&topo, t, it, (fs, rise, flow), (db, wb, on), kw));
             let xf = air_features(&bare, it, db, air, fs, FacilityWater::new(flow, rise));
             hinges.push(&xf[..N_AIR - 3], kw);
         }
@@ -3055,7 +3073,6 @@ mod tests {
     /// outdoor air as a rise with the approach and miss by more than half (40 kW).
     #[test]
     fn the_air_model_tells_the_air_handlers_chiller_from_the_fans() {
-        use coolplane_core::signals::FacilityMeasurement;
         use coolplane_twin::whatif::AirHandlerCurve;
         let site = builtin_site("hall-10k").unwrap();
         let topo = Topology::new(&site);
@@ -3070,13 +3087,7 @@ mod tests {
             fans + beyond / 4.0 + 0.08 * it * air_curve.kw_per_kw_air(fs, db)
         };
         let mut without = Samples::new(N_AIR - 1, 20_000);
-        let mut k = 7u64;
-        let mut next = || {
-            k = k
-                .wrapping_mul(6_364_136_223_846_793_005)
-                .wrapping_add(1_442_695_040_888_963_407);
-            (k >> 11) as f64 / (1u64 << 53) as f64
-        };
+        let mut next = uniform(7u64);
         for i in 0..2_000 {
             let t = i as f64 * 60.0;
             let on = i % 2 == 1;
@@ -3088,24 +3099,7 @@ mod tests {
             let flow = it / FacilityWater::new(1.0, rise).c_w_kw_k / rise;
             let air = coil_air_c(db, wb, 0.8, on);
             let kw = truth(it, db, air, fs, flow, rise);
-            let mut img = image(&topo, t);
-            img.meter.it_power_kw = Reading::good(it, t);
-            img.facilities = vec![FacilityMeasurement {
-                supply_temp_c: Reading::good(fs, t),
-                return_temp_c: Reading::good(fs + rise, t),
-                fan_power_kw: Reading::good(kw, t),
-                chiller_power_kw: Reading::good(0.0, t),
-                pump_power_kw: Reading::good(40.0, t),
-                flow_lpm: Reading::good(flow, t),
-                outdoor_dry_bulb_c: Reading::good(db, t),
-                outdoor_wet_bulb_c: Reading::good(wb, t),
-                adiabatic_on: on,
-                ..Default::default()
-            }];
-            for c in img.cdus.iter_mut() {
-                c.return_temp_c = Reading::good(50.0, t);
-            }
-            cm.observe(&img);
+            cm.observe(&air_image(&topo, t, it, (fs, rise, flow), (db, wb, on), kw));
             let x = air_features(&cm, it, db, air, fs, FacilityWater::new(flow, rise));
             let mut xw = x[..N_AIR - 1].to_vec();
             xw[N_AIR - 2] = 0.0;

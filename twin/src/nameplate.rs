@@ -4,6 +4,10 @@
 //! read off drawings and data sheets: the topology, the GPU's TDP and slowdown temperature, the
 //! CDUs' design flow and setpoint ranges, a tank fluid's saturation curve. The cold-plate resistances, heat-to-liquid fraction,
 //! fouling rates, pump and fan curves are deliberately left out: the twin learns them.
+//! The what-if model's equipment shapes (`whatif::DryCoolerCurve`, `whatif::AirHandlerCurve`)
+//! read the dry coolers' and air handlers' selection data (design heat, approaches, capacity
+//! ratio, fan power, chilled-water temperatures) from the site file the same way: shapes whose
+//! scale the policy learns from the meters, not meters themselves.
 
 use coolplane_core::site::Site;
 use coolplane_core::topology::Topology;
