@@ -565,6 +565,14 @@ const N_AIR: usize = 13;
 
 /// Air entering the dry coolers' coils, °C: outdoor dry-bulb, or with the adiabatic assist on,
 /// pre-cooled towards the wet-bulb by the pads' effectiveness.
+/// Whether some hall's dry coolers have no trim chiller behind them.
+fn no_trim_chiller(site: &Site, topo: &Topology) -> bool {
+    (0..topo.halls.len()).any(|h| {
+        let f = &topo.hall_spec(site, h).facility;
+        f.dry_coolers.is_some() && f.chiller.is_none()
+    })
+}
+
 fn coil_air_c(db: f64, wb: f64, eff: f64, assist_on: bool) -> f64 {
     if assist_on {
         db - eff * (db - wb).max(0.0)
@@ -641,6 +649,32 @@ fn pump_features(flow_lpm: f64) -> [f64; 3] {
 }
 
 impl CoolingModel {
+    /// Where some hall has dry coolers and no trim chiller: whether facility water at `fac_c`,
+    /// with the flow and rise `w` of a candidate, in heat-rejection `mode` (auto: the assist as
+    /// it is now), needs more than the dry coolers' fans' full speed in the outdoor air `(dry
+    /// bulb, wet bulb)`, by their data sheet. Such water would not be made: the fans saturate
+    /// and the water runs warm, which the air model, flat at full speed, does not price. Always
+    /// false with a trim chiller, or without the data sheet or the pads' effectiveness.
+    fn beyond_full_speed_unchilled(
+        &self,
+        fac_c: f64,
+        w: FacilityWater,
+        mode: RejectionMode,
+        assist_now: Option<bool>,
+        (db, wb): (f64, f64),
+    ) -> bool {
+        let (true, Some(c), Some(eff)) = (self.no_trim_chiller, self.dry_curve.as_ref(), self.assist_eff) else {
+            return false;
+        };
+        let on = match mode {
+            RejectionMode::Dry => false,
+            RejectionMode::Adiabatic => true,
+            RejectionMode::Auto => assist_now.unwrap_or(false),
+        };
+        let air_c = coil_air_c(db, wb, eff, on);
+        c.fans_kw(w.c_w_kw_k * w.rise_k, fac_c + w.rise_k - air_c, w.c_w_kw_k).1 > 0.0
+    }
+
     fn new() -> Self {
         Self {
             rej: Samples::new(N_FAC + 3, 20_000),
@@ -2035,22 +2069,13 @@ impl Coordinated {
                         // the dry coolers' data sheet says needs more than their fans' full
                         // speed would not be made (the fans saturate and the water runs warm,
                         // which the air model, flat at full speed, does not price).
-                        if cm.no_trim_chiller && fac < f_keep - 1e-9 {
-                            if let (Some(c), Some(eff)) = (cm.dry_curve.as_ref(), cm.assist_eff) {
-                                let on = match mode {
-                                    RejectionMode::Dry => false,
-                                    RejectionMode::Adiabatic => true,
-                                    RejectionMode::Auto => assist_now.unwrap_or(false),
-                                };
-                                let w = pred.facility_water;
-                                let air_c = coil_air_c(db, wb, eff, on);
-                                if c.fans_kw(w.c_w_kw_k * w.rise_k, fac + w.rise_k - air_c, w.c_w_kw_k).1 > 0.0 {
-                                    if movable {
-                                        beyond_fans += 1;
-                                    }
-                                    continue;
-                                }
+                        if fac < f_keep - 1e-9
+                            && cm.beyond_full_speed_unchilled(fac, pred.facility_water, mode, assist_now, (db, wb))
+                        {
+                            if movable {
+                                beyond_fans += 1;
                             }
+                            continue;
                         }
                         // A prediction that cooling falls below 30 % of today's is the model
                         // extrapolating, not the plant: such a candidate is not taken.
@@ -2812,10 +2837,7 @@ impl Policy for Coordinated {
         cooling.assist_eff = pads_effectiveness(site, topo);
         cooling.dry_curve = DryCoolerCurve::from_site(site, topo);
         cooling.air_curve = AirHandlerCurve::from_site(site, topo);
-        cooling.no_trim_chiller = (0..topo.halls.len()).any(|h| {
-            let f = &topo.hall_spec(site, h).facility;
-            f.dry_coolers.is_some() && f.chiller.is_none()
-        });
+        cooling.no_trim_chiller = no_trim_chiller(site, topo);
         let fac = FacilityModel::with_assist_effectiveness(cooling.assist_eff.unwrap_or(0.0));
         self.bound = Some(Box::new(Bound {
             cooling,
@@ -2951,6 +2973,42 @@ mod tests {
         assert!(g.blocks(-6.0, 14_000.0) && g.blocks(-9.0, 15_000.0) && g.blocks(-5.1, 13_400.0));
         // Not blocked: 1 K larger approach (warmer water or cooler air), or 5 % less load.
         assert!(!g.blocks(-5.0, 14_000.0) && !g.blocks(-6.0, 13_300.0));
+    }
+
+    /// The guard where dry coolers have no trim chiller (supernode-2pic: 1,300 kW per hall at a
+    /// 5 K approach and 8 K range at full speed): at the design heat, facility water 3 K above
+    /// the dry air needs more than full speed and is refused; 6 K above it is not; the same
+    /// 3 K with the assist on (the pads cool the air 8 K) is not; auto follows the assist as it
+    /// is. A site with a trim chiller (hall-10k) never refuses.
+    #[test]
+    fn colder_water_than_the_fans_can_make_is_refused_only_without_a_trim_chiller() {
+        let site = builtin_site("supernode-2pic").unwrap();
+        let topo = Topology::new(&site);
+        assert!(no_trim_chiller(&site, &topo));
+        let mut cm = CoolingModel::new();
+        cm.no_trim_chiller = true;
+        cm.dry_curve = DryCoolerCurve::from_site(&site, &topo);
+        cm.assist_eff = pads_effectiveness(&site, &topo);
+        assert!(cm.dry_curve.is_some() && cm.assist_eff.is_some());
+        let halls = topo.halls.len() as f64;
+        let w = FacilityWater {
+            c_w_kw_k: halls * 1300.0 / 8.0,
+            rise_k: 8.0,
+        };
+        let air = (30.0, 20.0);
+        assert!(cm.beyond_full_speed_unchilled(33.0, w, RejectionMode::Dry, None, air));
+        assert!(!cm.beyond_full_speed_unchilled(36.0, w, RejectionMode::Dry, None, air));
+        assert!(!cm.beyond_full_speed_unchilled(33.0, w, RejectionMode::Adiabatic, None, air));
+        assert!(cm.beyond_full_speed_unchilled(33.0, w, RejectionMode::Auto, Some(false), air));
+        assert!(!cm.beyond_full_speed_unchilled(33.0, w, RejectionMode::Auto, Some(true), air));
+        // Half the heat at the same flow: 3 K is within the fans' reach.
+        let half = FacilityWater { rise_k: 4.0, ..w };
+        assert!(!cm.beyond_full_speed_unchilled(33.0, half, RejectionMode::Dry, None, air));
+        // With a trim chiller behind the dry coolers the chiller takes the rest.
+        cm.no_trim_chiller = false;
+        assert!(!cm.beyond_full_speed_unchilled(33.0, w, RejectionMode::Dry, None, air));
+        let hall = builtin_site("hall-10k").unwrap();
+        assert!(!no_trim_chiller(&hall, &Topology::new(&hall)));
     }
 
     /// A deterministic stream of uniform numbers in [0, 1) (64-bit LCG, top 53 bits).
