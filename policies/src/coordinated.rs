@@ -146,10 +146,11 @@ pub struct CoordinatedParams {
     /// are made at the plain price of a write, outside the allowance (a one-off, as the move out
     /// of the learning day is), and the allowance starts after it, fresh.
     pub settle_s: f64,
-    /// A candidate's heat rejection is judged over this many hours of outdoor air ahead, h (0:
-    /// the air now only): the policy sees no weather forecast, so the air of each coming hour is
-    /// the air it measured at that hour the day before, plus today's difference from yesterday
-    /// fading over [`WEATHER_BIAS_TAU_S`] (a persistence forecast); an hour yesterday left no
+    /// A candidate's heat rejection is judged over this many hours of outdoor air ahead, h (0,
+    /// the default: the air now only; at 12 h on hall-10k the same saving for a quarter to a
+    /// third fewer writes, on supernode-2pic a little less saving, `RESULTS.md`): the policy
+    /// sees no weather forecast, so the air of each coming hour is the air it measured at that
+    /// hour the day before, plus today's difference from yesterday fading over [`WEATHER_BIAS_TAU_S`] (a persistence forecast); an hour yesterday left no
     /// record of is the air now. The plan's predictions stay the hour ahead (what the plan
     /// accuracy checks); only the choice between candidates, and between a move and holding,
     /// uses the hours ahead, so that a move made for the hour's air is not undone by the
@@ -2809,6 +2810,9 @@ impl Policy for Coordinated {
         }
         if self.params.chiller_gap_margin_k != d.chiller_gap_margin_k {
             s.push_str(&format!(":chiller-margin-k={}", self.params.chiller_gap_margin_k));
+        }
+        if self.params.tank_pressure_frac != d.tank_pressure_frac {
+            s.push_str(&format!(":tank-pressure-frac={}", self.params.tank_pressure_frac));
         }
         s
     }

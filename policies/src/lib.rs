@@ -436,7 +436,7 @@ impl std::error::Error for UnknownPolicy {}
 /// trades EEPROM wear against energy (`RESULTS.md` measures the trade-off), and a hard weekly
 /// allowance of writes, the adiabatic probe, the hold on returning to a heat-rejection mode and
 /// the chillers' margin on the CDUs' approach.
-pub const COORDINATED_PARAMETERS: [(&str, &str); 9] = [
+pub const COORDINATED_PARAMETERS: [(&str, &str); 10] = [
     (
         "write-kwh",
         "energy a setpoint write is charged, kWh at CDUs of 1,440 kW design (0 to 1000)",
@@ -473,6 +473,10 @@ pub const COORDINATED_PARAMETERS: [(&str, &str); 9] = [
         "chiller-margin-k",
         "while the chillers run, the facility water is kept this far beyond the CDUs' approach, K (1: as without chillers; up to 10)",
     ),
+    (
+        "tank-pressure-frac",
+        "two-phase immersion: a tank at its design heat may run its pool at the saturation temperature of this fraction of its relief pressure (0.1 to 0.75, default 0.4; the controller's guard acts at 0.8)",
+    ),
 ];
 
 /// `coordinated`'s parameters from the `:key=value` parts after its name.
@@ -506,14 +510,16 @@ fn coordinated_params(
             "probe-h" if (0.0..=24.0).contains(&x) => p.probe_assist_s = x * 3600.0,
             "mode-return-h" if (0.0..=24.0).contains(&x) => p.mode_return_s = x * 3600.0,
             "chiller-margin-k" if (1.0..=10.0).contains(&x) => p.chiller_gap_margin_k = x,
+            "tank-pressure-frac" if (0.1..=0.75).contains(&x) => p.tank_pressure_frac = x,
             "ahead-stages" => return Err(bad(format!("ahead-stages = {x} is neither 1 nor 2"))),
             "write-kwh" | "write-hold-h" | "write-budget" | "settle-h" | "ahead-h" | "probe-h" | "mode-return-h"
-            | "chiller-margin-k" => {
+            | "chiller-margin-k" | "tank-pressure-frac" => {
                 let range = match k {
                     "write-kwh" | "write-budget" => "[0, 1000]",
                     "write-hold-h" => "[1, 168]",
                     "settle-h" => "[0, 168]",
                     "chiller-margin-k" => "[1, 10]",
+                    "tank-pressure-frac" => "[0.1, 0.75]",
                     _ => "[0, 24]",
                 };
                 return Err(bad(format!("{k} = {x} is outside {range}")));
@@ -1349,6 +1355,15 @@ mod tests {
             by_name("coordinated:chiller-margin-k=1").unwrap().label(),
             "coordinated:chiller-margin-k=1"
         );
+        let e = err("coordinated:tank-pressure-frac=0.8");
+        assert!(
+            e.contains("tank-pressure-frac = 0.8") && e.contains("[0.1, 0.75]"),
+            "{e}"
+        );
+        assert_eq!(
+            by_name("coordinated:tank-pressure-frac=0.6").unwrap().label(),
+            "coordinated:tank-pressure-frac=0.6"
+        );
         let e = err("coordinated:write-budget=-5");
         assert!(e.contains("write-budget = -5") && e.contains("[0, 1000]"), "{e}");
         assert_eq!(
@@ -1370,6 +1385,7 @@ mod tests {
             by_name("coordinated:ahead-h=12:ahead-stages=1").unwrap().label(),
             "coordinated:ahead-h=12:ahead-stages=1"
         );
+        assert_eq!(by_name("coordinated:ahead-h=0").unwrap().label(), "coordinated");
         let e = err("coordinated:ahead-h=25");
         assert!(e.contains("ahead-h = 25") && e.contains("[0, 24]"), "{e}");
         assert_eq!(

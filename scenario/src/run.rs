@@ -426,6 +426,7 @@ pub fn run(
                     &oracle_limits,
                     t,
                     oracle_best,
+                    opts.controller.tank_guard_frac,
                 );
                 oracle_best = Some(best);
                 o.set(sp, why);
@@ -526,7 +527,7 @@ pub fn run(
 /// constant setpoints (perfect knowledge of weather and jobs): CDU supply °C, flow fraction,
 /// facility supply °C and heat-rejection mode code (0 auto, 1 dry, 2 adiabatic; sent only to
 /// halls with adiabatic assist). Returns (facility kWh per full-speed GPU-hour of work, hottest
-/// die °C, throttle GPU-s).
+/// die °C, throttle GPU-s, highest tank pressure above atmospheric in kPa, 0 without tanks).
 fn oracle_try(
     scenario: &Scenario,
     plant: &Plant,
@@ -535,7 +536,7 @@ fn oracle_try(
     limits: &coolplane_policies::PlantLimits,
     t0: f64,
     c: [f64; 4],
-) -> (f64, f64, f64) {
+) -> (f64, f64, f64, f64) {
     use coolplane_core::signals::{Actions, CduCommand, FacilityCommand};
     let mode = RejectionMode::from_code(c[3] as u16).unwrap_or_default();
     let dt = scenario.spec.scenario.step_s;
@@ -577,13 +578,18 @@ fn oracle_try(
         k.facility_energy_kwh / (k.work_done_gpu_s / 3600.0).max(1e-9),
         k.gpu_temp_max_c,
         k.throttle_gpu_s,
+        k.tank_pressure_max_gauge_kpa,
     )
 }
 
 /// The oracle's hourly search: coordinate descent over uniform (CDU supply, CDU flow fraction,
 /// facility supply, heat-rejection mode where a hall has adiabatic assist) from the last hour's
 /// best (design and auto at first), each candidate judged by
-/// [`oracle_try`]; a candidate that throttles or takes a die within 3 K of slowdown is refused.
+/// [`oracle_try`]; a candidate that throttles, takes a die within 3 K of slowdown or (two-phase
+/// immersion) a tank to the controller's pressure guard (`tank_guard_frac` of the relief
+/// pressure) is refused: the guard is the plant's protection, not a setpoint the oracle may lean
+/// on (its trials run the setpoints without the controller, so the guard would otherwise act
+/// only on the real run, against the hour the oracle chose).
 #[allow(clippy::too_many_arguments)]
 fn oracle_search(
     scenario: &Scenario,
@@ -593,6 +599,7 @@ fn oracle_search(
     limits: &coolplane_policies::PlantLimits,
     t: f64,
     start: Option<[f64; 4]>,
+    tank_guard_frac: f64,
 ) -> (coolplane_policies::Setpoints, Vec<String>, [f64; 4]) {
     let n = limits.cdus.len().max(1) as f64;
     let design_s = limits.cdus.iter().map(|c| c.supply_design_c).sum::<f64>() / n;
@@ -605,9 +612,15 @@ fn oracle_search(
     } else {
         &[]
     };
+    let tank_limit_kpa = limits
+        .cdus
+        .iter()
+        .filter_map(|c| c.tank_relief_gauge_kpa)
+        .fold(f64::INFINITY, f64::min)
+        * tank_guard_frac;
     let score = |c: [f64; 4]| {
-        let (j, hot, thr) = oracle_try(scenario, plant, cluster, advice, limits, t, c);
-        if thr > 0.0 || hot > slow - 3.0 || !j.is_finite() {
+        let (j, hot, thr, tank_kpa) = oracle_try(scenario, plant, cluster, advice, limits, t, c);
+        if thr > 0.0 || hot > slow - 3.0 || tank_kpa >= tank_limit_kpa || !j.is_finite() {
             f64::INFINITY
         } else {
             j
