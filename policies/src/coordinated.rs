@@ -150,8 +150,9 @@ pub struct CoordinatedParams {
     /// the default: the air now only; at 12 h on hall-10k the same saving for a quarter to a
     /// third fewer writes, on supernode-2pic a little less saving, `RESULTS.md`): the policy
     /// sees no weather forecast, so the air of each coming hour is the air it measured at that
-    /// hour the day before, plus today's difference from yesterday fading over [`WEATHER_BIAS_TAU_S`] (a persistence forecast); an hour yesterday left no
-    /// record of is the air now. The plan's predictions stay the hour ahead (what the plan
+    /// hour the day before, plus today's difference from yesterday fading over
+    /// [`WEATHER_BIAS_TAU_S`] (a persistence forecast); an hour yesterday left no record of is
+    /// the air now. The plan's predictions stay the hour ahead (what the plan
     /// accuracy checks); only the choice between candidates, and between a move and holding,
     /// uses the hours ahead, so that a move made for the hour's air is not undone by the
     /// afternoon's.
@@ -564,8 +565,6 @@ const PROBE_PATIENCE_S: f64 = 86_400.0;
 /// Number of features of the air model.
 const N_AIR: usize = 13;
 
-/// Air entering the dry coolers' coils, °C: outdoor dry-bulb, or with the adiabatic assist on,
-/// pre-cooled towards the wet-bulb by the pads' effectiveness.
 /// Whether some hall's dry coolers have no trim chiller behind them.
 fn no_trim_chiller(site: &Site, topo: &Topology) -> bool {
     (0..topo.halls.len()).any(|h| {
@@ -574,6 +573,8 @@ fn no_trim_chiller(site: &Site, topo: &Topology) -> bool {
     })
 }
 
+/// Air entering the dry coolers' coils, °C: outdoor dry-bulb, or with the adiabatic assist on,
+/// pre-cooled towards the wet-bulb by the pads' effectiveness.
 fn coil_air_c(db: f64, wb: f64, eff: f64, assist_on: bool) -> f64 {
     if assist_on {
         db - eff * (db - wb).max(0.0)

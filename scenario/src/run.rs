@@ -618,8 +618,11 @@ fn oracle_search(
         .filter_map(|c| c.tank_relief_gauge_kpa)
         .fold(f64::INFINITY, f64::min)
         * tank_guard_frac;
+    let (hot_refused, tank_refused) = (std::cell::Cell::new(0u32), std::cell::Cell::new(0u32));
     let score = |c: [f64; 4]| {
         let (j, hot, thr, tank_kpa) = oracle_try(scenario, plant, cluster, advice, limits, t, c);
+        hot_refused.set(hot_refused.get() + u32::from(thr > 0.0 || hot > slow - 3.0));
+        tank_refused.set(tank_refused.get() + u32::from(tank_kpa >= tank_limit_kpa));
         if thr > 0.0 || hot > slow - 3.0 || tank_kpa >= tank_limit_kpa || !j.is_finite() {
             f64::INFINITY
         } else {
@@ -676,7 +679,7 @@ fn oracle_search(
         .iter()
         .map(|f| if f.adiabatic_assist { mode } else { RejectionMode::Auto })
         .collect();
-    let why = vec![format!(
+    let mut why = vec![format!(
         "oracle (perfect knowledge, never deployable): CDU supply {:.0} °C, flow {:.0} %, facility water {:.0} °C, heat rejection {}: best of {tried} hour-ahead trials on copies of the true plant ({:.5} kWh per GPU-h)",
         best[0],
         best[1] * 100.0,
@@ -684,6 +687,19 @@ fn oracle_search(
         mode.name(),
         best_j
     )];
+    if hot_refused.get() > 0 {
+        why.push(format!(
+            "{} trials refused: throttling or a die within 3 K of slowdown",
+            hot_refused.get()
+        ));
+    }
+    if tank_refused.get() > 0 {
+        why.push(format!(
+            "{} trials refused: a tank at {:.0} % of its relief pressure, where the controller's guard acts",
+            tank_refused.get(),
+            tank_guard_frac * 100.0
+        ));
+    }
     (sp, why, best)
 }
 
