@@ -582,14 +582,20 @@ fn oracle_try(
     )
 }
 
+/// How far below the controller's tank guard the oracle's trials must keep every tank's true
+/// pressure, kPa: the guard acts on the measured gauge, whose noise (0.1 kPa standard deviation,
+/// 0.1 kPa resolution in the plant) would otherwise engage it on an hour planned to just under it.
+const ORACLE_TANK_MARGIN_KPA: f64 = 0.5;
+
 /// The oracle's hourly search: coordinate descent over uniform (CDU supply, CDU flow fraction,
 /// facility supply, heat-rejection mode where a hall has adiabatic assist) from the last hour's
 /// best (design and auto at first), each candidate judged by
 /// [`oracle_try`]; a candidate that throttles, takes a die within 3 K of slowdown or (two-phase
-/// immersion) a tank to the controller's pressure guard (`tank_guard_frac` of the relief
-/// pressure) is refused: the guard is the plant's protection, not a setpoint the oracle may lean
-/// on (its trials run the setpoints without the controller, so the guard would otherwise act
-/// only on the real run, against the hour the oracle chose).
+/// immersion) a tank to within [`ORACLE_TANK_MARGIN_KPA`] of the controller's pressure guard
+/// (`tank_guard_frac` of the relief pressure) is refused: the guard is the plant's protection,
+/// not a setpoint the oracle may lean on (its trials run the setpoints without the controller,
+/// so the guard would otherwise act only on the real run, against the hour the oracle chose), and
+/// it acts on the measured gauge, not on the true pressure the trials see.
 #[allow(clippy::too_many_arguments)]
 fn oracle_search(
     scenario: &Scenario,
@@ -617,7 +623,8 @@ fn oracle_search(
         .iter()
         .filter_map(|c| c.tank_relief_gauge_kpa)
         .fold(f64::INFINITY, f64::min)
-        * tank_guard_frac;
+        * tank_guard_frac
+        - ORACLE_TANK_MARGIN_KPA;
     let (hot_refused, tank_refused) = (std::cell::Cell::new(0u32), std::cell::Cell::new(0u32));
     let score = |c: [f64; 4]| {
         let (j, hot, thr, tank_kpa) = oracle_try(scenario, plant, cluster, advice, limits, t, c);
@@ -695,7 +702,7 @@ fn oracle_search(
     }
     if tank_refused.get() > 0 {
         why.push(format!(
-            "{} trials refused: a tank at {:.0} % of its relief pressure, where the controller's guard acts",
+            "{} trials refused: a tank within {ORACLE_TANK_MARGIN_KPA} kPa of {:.0} % of its relief pressure, where the controller's guard acts on the gauge",
             tank_refused.get(),
             tank_guard_frac * 100.0
         ));
