@@ -143,7 +143,26 @@ impl ControllerConfig {
         }
         Ok(())
     }
+
+    /// Check the policy against this configuration: a policy that plans two-phase tanks up to a
+    /// fraction of their relief pressure ([`Policy::tank_pressure_frac`]) must plan at least
+    /// [`TANK_BAND_BELOW_GUARD`] of it below where the tank guard acts, or every plan would run
+    /// into the guard. The error names both settings.
+    pub fn check_policy(&self, policy: &dyn Policy) -> Result<(), String> {
+        match policy.tank_pressure_frac() {
+            Some(band) if band > self.tank_guard_frac - TANK_BAND_BELOW_GUARD + 1e-9 => Err(format!(
+                "{}: tank-pressure-frac = {band} plans the tanks into the controller's tank guard (controller.tank_guard_frac = {}): keep it at least {TANK_BAND_BELOW_GUARD} below",
+                policy.label(),
+                self.tank_guard_frac
+            )),
+            _ => Ok(()),
+        }
+    }
 }
+
+/// How far below the tank guard's fraction of the relief pressure a policy's planning band must
+/// stay ([`ControllerConfig::check_policy`]).
+pub const TANK_BAND_BELOW_GUARD: f64 = 0.05;
 
 /// Operating mode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -1310,6 +1329,35 @@ mod tests {
     };
     use coolplane_core::site::builtin_site;
     use coolplane_policies::TrimRespond;
+
+    #[test]
+    fn a_tank_band_at_or_above_the_tank_guard_is_refused() {
+        let band = |f: &str| coolplane_policies::by_name(&format!("coordinated:tank-pressure-frac={f}")).unwrap();
+        let cfg = ControllerConfig::default();
+        cfg.check_policy(band("0.75").as_ref()).unwrap();
+        cfg.check_policy(&TrimRespond::default()).unwrap();
+        let low = ControllerConfig {
+            tank_guard_frac: 0.6,
+            ..Default::default()
+        };
+        low.check_policy(band("0.55").as_ref()).unwrap();
+        let e = low.check_policy(band("0.56").as_ref()).unwrap_err();
+        assert!(
+            e.contains("tank-pressure-frac = 0.56") && e.contains("tank_guard_frac = 0.6"),
+            "{e}"
+        );
+        assert!(low
+            .check_policy(coolplane_policies::by_name("coordinated").unwrap().as_ref())
+            .is_ok());
+        let lower = ControllerConfig {
+            tank_guard_frac: 0.4,
+            ..Default::default()
+        };
+        assert!(lower
+            .check_policy(coolplane_policies::by_name("coordinated").unwrap().as_ref())
+            .is_err());
+        assert!(lower.check_policy(&TrimRespond::default()).is_ok());
+    }
 
     fn image(topo: &Topology, t: f64, gpu_max: f64) -> Measurements {
         let g = |v| Reading::good(v, t);

@@ -184,7 +184,17 @@ pub struct CoordinatedParams {
     /// may go to its design heat before the next plan and stay in this band). A tank measured
     /// above it at today's load allows only colder condenser water or more flow.
     pub tank_pressure_frac: f64,
-    /// A move keeps every tank's predicted full-load pool this much further below that limit, K.
+    /// Two-phase immersion: plan each tank at the highest heat it carried over this long, s,
+    /// plus [`TANK_HEAT_MARGIN`], instead of at its design heat (0: design heat). A tank that
+    /// goes above it is caught by the measured pressure (only colder condenser water or more
+    /// flow is tried while it is above the band) and by [`Self::tank_full_load_frac`].
+    pub tank_heat_memory_s: f64,
+    /// Two-phase immersion, with `tank_heat_memory_s`: a tank that went to its design heat
+    /// under the plan's setpoints must settle below this fraction of its relief pressure (so a
+    /// job landing on a tank between plans takes it at worst to the controller's guard, never to
+    /// venting with the setpoints left as they are).
+    pub tank_full_load_frac: f64,
+    /// A move keeps every tank's predicted pool this much further below its limits, K.
     pub tank_margin_k: f64,
     /// Two-phase immersion: coldest condenser-water supply tried, K below design (colder water
     /// is what lets the skids' flow fall).
@@ -222,6 +232,8 @@ impl Default for CoordinatedParams {
             probe_assist_s: 2.0 * 3600.0,
             mode_return_s: 2.0 * 3600.0,
             tank_pressure_frac: 0.4,
+            tank_heat_memory_s: 3600.0,
+            tank_full_load_frac: 0.9,
             tank_margin_k: 0.5,
             tank_supply_below_design_k: 12.0,
             tank_flow_fracs: [0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.1],
@@ -774,6 +786,17 @@ struct TankModel {
     /// Per CDU: its tank's gauge cross-checked against its pool thermometer (as the
     /// controller's guard does), so a gauge reading low does not hide a tank over its limit.
     checks: Vec<crate::TankCrossCheck>,
+    /// How long each tank's heat is remembered for its planning heat, s (0: design heat).
+    heat_memory_s: f64,
+    /// Per CDU: the tank's heat readings of the last `heat_memory_s` as (time, kW), kept as a
+    /// monotone queue (each entry above every later one), so its front is the highest.
+    heat_log: Vec<std::collections::VecDeque<(f64, f64)>>,
+    /// Per CDU: when the tank's heat was first read (its memory is full `heat_memory_s` later).
+    heat_since_s: Vec<Option<f64>>,
+    /// Per CDU: the last tick's heat reading was fresh.
+    heat_fresh: Vec<bool>,
+    /// Per CDU: the heat its tank is planned at this tick, kW ([`Self::plan_heat_kw`]).
+    plan_kw: Vec<f64>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -784,6 +807,12 @@ struct TankSide {
     t_limit_c: f64,
     /// The pressure it stands for, kPa above atmospheric.
     p_limit_kpa: f64,
+    /// Pool temperature at the pressure a tank may settle at if it goes to its design heat
+    /// while planned at less (`tank_full_load_frac`), °C, and that pressure, kPa.
+    t_full_c: f64,
+    p_full_kpa: f64,
+    /// Design heat, kW.
+    design_kw: f64,
     /// Die-to-boiling-surface resistance of an accelerator's package, K/W (nameplate).
     r_pkg_k_w: f64,
     /// Boiling curve (nameplate): wall superheat `sh_ref_k` at `sh_ref_w` per accelerator,
@@ -813,6 +842,8 @@ impl TankSide {
 const TANK_SLOPE_MIN_N: f64 = 60.0;
 const TANK_SLOPE_MIN_SPAN: f64 = 0.08;
 const TANK_SLOPE_MAX_REL_SE: f64 = 0.2;
+/// Headroom over the highest heat a tank carried that its plan allows for (`tank_heat_memory_s`).
+pub const TANK_HEAT_MARGIN: f64 = 0.05;
 /// Weight of each slow tick's condenser reading in its running mean.
 const TANK_R_EWMA: f64 = 0.05;
 /// Smallest temperature rise of the condenser water a reading needs, K (below it the sensors'
@@ -827,7 +858,7 @@ fn skid_cw_kw_k(lpm: f64) -> f64 {
 impl TankModel {
     /// From the site: the fluid's boiling point, the pool temperature allowed at design heat,
     /// the package and boiling curve.
-    fn bind(site: &Site, topo: &Topology, pressure_frac: f64) -> Option<Self> {
+    fn bind(site: &Site, topo: &Topology, pressure_frac: f64, full_frac: f64, heat_memory_s: f64) -> Option<Self> {
         let tanks: Vec<Option<TankSide>> = topo
             .cdus
             .iter()
@@ -835,10 +866,15 @@ impl TankModel {
                 let im = topo.hall_spec(site, c.hall).immersion.as_ref()?;
                 let fluid = coolplane_core::dielectric::fluid_by_name(&im.fluid)?;
                 let p_limit_kpa = (pressure_frac * im.relief_gauge_kpa).max(0.0);
+                let p_full_kpa = (full_frac * im.relief_gauge_kpa).max(0.0);
+                let t_sat = |kpa: f64| fluid.t_sat_c(coolplane_core::dielectric::P_ATM_PA + 1000.0 * kpa);
                 Some(TankSide {
                     t_boil_c: fluid.boiling_point_c,
-                    t_limit_c: fluid.t_sat_c(coolplane_core::dielectric::P_ATM_PA + 1000.0 * p_limit_kpa),
+                    t_limit_c: t_sat(p_limit_kpa),
                     p_limit_kpa,
+                    t_full_c: t_sat(p_full_kpa),
+                    p_full_kpa,
+                    design_kw: topo.hall_spec(site, c.hall).cdu.design_load_kw,
                     r_pkg_k_w: im.package_r_k_per_w,
                     sh_ref_k: im.superheat_ref_k,
                     sh_ref_w: im.superheat_ref_w_per_cm2 * im.boiling_area_cm2,
@@ -850,6 +886,11 @@ impl TankModel {
             .collect();
         tanks.iter().any(Option::is_some).then_some(Self {
             checks: vec![crate::TankCrossCheck::default(); tanks.len()],
+            heat_memory_s,
+            heat_log: vec![Default::default(); tanks.len()],
+            heat_since_s: vec![None; tanks.len()],
+            heat_fresh: vec![false; tanks.len()],
+            plan_kw: tanks.iter().map(|t| t.map_or(f64::NAN, |t| t.design_kw)).collect(),
             tanks,
             sums: [0.0; 6],
             x_seen: (f64::INFINITY, f64::NEG_INFINITY),
@@ -870,6 +911,8 @@ impl TankModel {
             };
             if self.tanks[c].is_some() {
                 self.checks[c].update(now_s, &lim.tank_pressure(x.tank.as_ref(), now_s, stale_s));
+                let fresh = x.heat_kw.usable(now_s, stale_s) && x.heat_kw.value.is_finite();
+                self.record_heat(c, now_s, fresh.then_some(x.heat_kw.value));
             }
             let Some(tank) = x.tank else { continue };
             let fresh = |r: &coolplane_core::signals::Reading| r.usable(now_s, stale_s);
@@ -947,6 +990,86 @@ impl TankModel {
         s[4] += xf * r;
         s[5] += r * r;
         self.x_seen = (self.x_seen.0.min(xf), self.x_seen.1.max(xf));
+    }
+
+    /// The heat of the tank on CDU `c` read at `now_s` (None: not fresh): remembered, and the
+    /// heat it is planned at updated.
+    fn record_heat(&mut self, c: usize, now_s: f64, heat_kw: Option<f64>) {
+        if self.tanks.get(c).copied().flatten().is_none() {
+            return;
+        }
+        self.heat_fresh[c] = heat_kw.is_some();
+        if let Some(h) = heat_kw.filter(|_| self.heat_memory_s > 0.0) {
+            let q = &mut self.heat_log[c];
+            let h = h.max(0.0);
+            while q.back().is_some_and(|&(_, v)| v <= h) {
+                q.pop_back();
+            }
+            q.push_back((now_s, h));
+            while q.front().is_some_and(|&(t, _)| now_s - t > self.heat_memory_s) {
+                q.pop_front();
+            }
+            self.heat_since_s[c].get_or_insert(now_s);
+        }
+        if let Some(h) = self.plan_heat_kw(c, heat_kw.unwrap_or(0.0).max(0.0), now_s) {
+            self.plan_kw[c] = h;
+        }
+    }
+
+    /// The heat the tank on CDU `c` is planned at, kW, at `now_s`: with a memory, the highest
+    /// it carried over it plus [`TANK_HEAT_MARGIN`] (at least `heat_now_kw`, at most its design
+    /// heat); its design heat without one, until the memory has filled once, or while its heat
+    /// reading is not fresh. None: not a tank.
+    fn plan_heat_kw(&self, c: usize, heat_now_kw: f64, now_s: f64) -> Option<f64> {
+        let side = self.tanks.get(c).copied().flatten()?;
+        let full = self.heat_memory_s > 0.0
+            && self.heat_fresh[c]
+            && self.heat_since_s[c].is_some_and(|t| now_s - t >= self.heat_memory_s - 1e-6);
+        if !full {
+            return Some(side.design_kw.max(heat_now_kw));
+        }
+        let peak = self.heat_log[c].front().map_or(side.design_kw, |&(_, v)| v);
+        Some(
+            (peak.max(heat_now_kw) * (1.0 + TANK_HEAT_MARGIN))
+                .min(side.design_kw)
+                .max(heat_now_kw),
+        )
+    }
+
+    /// The pressure band at the planned heat, kPa above atmospheric (the highest of the tanks').
+    fn band_kpa(&self) -> f64 {
+        self.tanks
+            .iter()
+            .flatten()
+            .map(|t| t.p_limit_kpa)
+            .fold(f64::NEG_INFINITY, f64::max)
+    }
+
+    /// The heats the tanks are planned at in an operator's words, with a memory: the range
+    /// over the tanks against their design heat, how many are planned at it, and the rule that
+    /// holds them at full load. None without a memory.
+    fn describe_heat(&self, full_frac: f64) -> Option<String> {
+        if self.heat_memory_s <= 0.0 {
+            return None;
+        }
+        let (mut lo, mut hi, mut at_design, mut n, mut design) = (f64::INFINITY, f64::NEG_INFINITY, 0, 0, 0.0f64);
+        for (side, &kw) in self.tanks.iter().zip(&self.plan_kw) {
+            let Some(side) = side else { continue };
+            n += 1;
+            lo = lo.min(kw);
+            hi = hi.max(kw);
+            design = design.max(side.design_kw);
+            if kw >= side.design_kw - 1e-9 {
+                at_design += 1;
+            }
+        }
+        Some(format!(
+            "tanks planned at {lo:.0}–{hi:.0} kW (design {design:.0} kW; {at_design} of {n} at it: a tank is planned at its design heat until its heat has been read for {:.0} h, or while its heat reading is stale): the highest heat each carried over the last {:.0} h plus {:.0} %; a tank going to its design heat under these setpoints would settle below {:.0} % of its relief pressure",
+            self.heat_memory_s / 3600.0,
+            self.heat_memory_s / 3600.0,
+            TANK_HEAT_MARGIN * 100.0,
+            full_frac * 100.0
+        ))
     }
 
     /// Every tank has a condenser measurement.
@@ -1269,12 +1392,15 @@ struct GpuSide {
     work: f64,
     hottest: f64,
     at_tdp: f64,
-    /// Two-phase immersion: the worst tank's predicted pool at its design heat above the pool
-    /// temperature allowed at full load, K (−∞ without tanks; +∞ where a tank's pool cannot be
-    /// predicted), with that tank's pool, °C, and its pressure limit, kPa.
+    /// Two-phase immersion: the worst tank's predicted pool above the pool temperature allowed,
+    /// K (−∞ without tanks; +∞ where a tank's pool cannot be predicted), at the heat it is
+    /// planned at (its design heat, or with `tank_heat_memory_s` its recent highest, and then
+    /// also at its design heat against `tank_full_load_frac`), with that tank's pool, °C, its
+    /// pressure limit, kPa, and the heat it was judged at, kW.
     tank_excess_k: f64,
     tank_pool_c: f64,
     tank_limit_kpa: f64,
+    tank_heat_kw: f64,
 }
 
 impl Coordinated {
@@ -1535,7 +1661,8 @@ impl Coordinated {
         let (mut p0, mut p1, mut w1) = (0.0, 0.0, 0.0);
         let mut hottest = f64::NEG_INFINITY;
         let mut at_tdp = f64::NEG_INFINITY;
-        let (mut tank_excess_k, mut tank_pool_c, mut tank_limit_kpa) = (f64::NEG_INFINITY, f64::NAN, f64::NAN);
+        let (mut tank_excess_k, mut tank_pool_c, mut tank_limit_kpa, mut tank_heat_kw) =
+            (f64::NEG_INFINITY, f64::NAN, f64::NAN, f64::NAN);
         for (r, rack) in topo.racks.iter().enumerate() {
             let c = model.rack_cdu(r);
             let tank = b
@@ -1549,18 +1676,32 @@ impl Coordinated {
                 let x = &m.cdus[c];
                 let heat = x.heat_kw.value;
                 let pool_meas = x.tank.map_or(f64::NAN, |t| t.pool_temp_c.value);
+                let plan_kw = tm.plan_kw.get(c).copied().unwrap_or(f64::NAN).max(heat);
                 let pools = (
                     tm.pool_c(c, sup_now[c], q_now[c], fd, heat),
                     tm.pool_c(c, supply, q, fd, heat),
                     tm.pool_c(c, supply, q, fd, heat.max(b.design_load_kw[c])),
+                    tm.pool_c(c, supply, q, fd, plan_kw),
                 );
                 match pools {
-                    (Some(p_now), Some(p_new), Some(p_tdp)) if pool_meas.is_finite() => {
+                    (Some(p_now), Some(p_new), Some(p_tdp), Some(p_plan)) if pool_meas.is_finite() => {
                         let tb = side.t_boil_c;
-                        let excess = p_tdp - side.t_limit_c;
-                        // A NaN excess is the worst, not skipped.
-                        if excess.is_nan() || excess > tank_excess_k {
-                            (tank_excess_k, tank_pool_c, tank_limit_kpa) = (excess, p_tdp, side.p_limit_kpa);
+                        // The band at the heat the tank is planned at and, planned below its
+                        // design heat, what it would settle at if it went there.
+                        let rules = [
+                            Some((p_plan - side.t_limit_c, p_plan, side.p_limit_kpa, plan_kw)),
+                            (plan_kw < side.design_kw - 1e-9).then_some((
+                                p_tdp - side.t_full_c,
+                                p_tdp,
+                                side.p_full_kpa,
+                                side.design_kw.max(heat),
+                            )),
+                        ];
+                        for (excess, pool, kpa, kw) in rules.into_iter().flatten() {
+                            // A NaN excess is the worst, not skipped.
+                            if excess.is_nan() || excess > tank_excess_k {
+                                (tank_excess_k, tank_pool_c, tank_limit_kpa, tank_heat_kw) = (excess, pool, kpa, kw);
+                            }
                         }
                         (
                             p_new.max(tb) - p_now.max(tb),
@@ -1616,6 +1757,7 @@ impl Coordinated {
             tank_excess_k,
             tank_pool_c,
             tank_limit_kpa,
+            tank_heat_kw,
         }
     }
 
@@ -2571,7 +2713,15 @@ impl Coordinated {
                 match nb {
                     Some((_, _, gs)) if gs.tank_excess_k > -p.tank_margin_k => parts.push(if gs.tank_excess_k.is_finite() {
                         format!(
-                            "{what} would let a tank at its design heat reach a {:.1} °C pool (limit {:.1} °C: {:.1} kPa above atmospheric; a move keeps {:.1} K below it)",
+                            "{what} would let a tank at {:.0} kW{} reach a {:.1} °C pool (limit {:.1} °C: {:.1} kPa above atmospheric; a move keeps {:.1} K below it)",
+                            gs.tank_heat_kw,
+                            if p.tank_heat_memory_s > 0.0 && gs.tank_limit_kpa > b.tanks.as_ref().map_or(f64::INFINITY, TankModel::band_kpa) + 1e-9 {
+                                " (its design heat, were it to go there)"
+                            } else if p.tank_heat_memory_s > 0.0 {
+                                " (the heat it is planned at)"
+                            } else {
+                                " (its design heat)"
+                            },
                             gs.tank_pool_c,
                             gs.tank_pool_c - gs.tank_excess_k,
                             gs.tank_limit_kpa,
@@ -2610,13 +2760,22 @@ impl Coordinated {
             ));
         }
         if tank_refused > 0 {
-            reasons.push(format!(
-                "{n} condenser-water candidates, {tank_refused} refused because a tank at its design heat would run its pool above the {:.0} % of relief pressure allowed",
-                p.tank_pressure_frac * 100.0
-            ));
+            reasons.push(if p.tank_heat_memory_s > 0.0 {
+                format!(
+                    "{n} condenser-water candidates, {tank_refused} refused because a tank would run its pool above the {:.0} % of relief pressure allowed at the heat it is planned at, or above {:.0} % at its design heat",
+                    p.tank_pressure_frac * 100.0,
+                    p.tank_full_load_frac * 100.0
+                )
+            } else {
+                format!(
+                    "{n} condenser-water candidates, {tank_refused} refused because a tank at its design heat would run its pool above the {:.0} % of relief pressure allowed",
+                    p.tank_pressure_frac * 100.0
+                )
+            });
         }
         if let Some(tm) = b.tanks.as_ref().filter(|_| has_tanks) {
             reasons.push(tm.describe());
+            reasons.extend(tm.describe_heat(p.tank_full_load_frac));
         }
         if beyond_fans > 0 {
             reasons.push(format!(
@@ -2726,13 +2885,17 @@ impl Coordinated {
                 let c = model.rack_cdu(r);
                 let q = chosen.cdu_flow_frac.max(0.05);
                 let tank_pool = b.tanks.as_ref().and_then(|tm| {
-                    tm.pool_c(
-                        c,
-                        chosen.cdu_supply_c,
-                        q,
-                        l.cdus[c].flow_design_lpm,
-                        m.cdus[c].heat_kw.value.max(b.design_load_kw[c]),
-                    )
+                    let pool = |kw: f64| tm.pool_c(c, chosen.cdu_supply_c, q, l.cdus[c].flow_design_lpm, kw);
+                    let heat = m.cdus[c].heat_kw.value;
+                    let at_design = pool(heat.max(b.design_load_kw[c]))?;
+                    if p.tank_heat_memory_s > 0.0 {
+                        // Planned below design heat: first the tanks with the most heat to
+                        // spare before they pass the heat they are planned at.
+                        let planned = tm.plan_kw.get(c).copied().unwrap_or(f64::NAN).max(heat);
+                        Some(at_design + pool(heat)? - pool(planned)?)
+                    } else {
+                        Some(at_design)
+                    }
                 });
                 let key = tank_pool.unwrap_or_else(|| {
                     let f = model.rack_fit(r);
@@ -2771,6 +2934,10 @@ impl Coordinated {
 }
 
 impl Policy for Coordinated {
+    fn tank_pressure_frac(&self) -> Option<f64> {
+        Some(self.params.tank_pressure_frac)
+    }
+
     fn name(&self) -> &'static str {
         if self.params.choose_rejection_mode {
             "coordinated"
@@ -2815,6 +2982,12 @@ impl Policy for Coordinated {
         if self.params.tank_pressure_frac != d.tank_pressure_frac {
             s.push_str(&format!(":tank-pressure-frac={}", self.params.tank_pressure_frac));
         }
+        if self.params.tank_heat_memory_s != d.tank_heat_memory_s {
+            s.push_str(&format!(":tank-heat-h={}", self.params.tank_heat_memory_s / 3600.0));
+        }
+        if self.params.tank_full_load_frac != d.tank_full_load_frac {
+            s.push_str(&format!(":tank-full-frac={}", self.params.tank_full_load_frac));
+        }
         s
     }
 
@@ -2827,7 +3000,13 @@ impl Policy for Coordinated {
             approach_k.push(spec.hx_design_approach_k);
             design_load_kw.push(spec.design_load_kw);
         }
-        let tanks = TankModel::bind(site, topo, self.params.tank_pressure_frac);
+        let tanks = TankModel::bind(
+            site,
+            topo,
+            self.params.tank_pressure_frac,
+            self.params.tank_full_load_frac,
+            self.params.tank_heat_memory_s,
+        );
         let heat_pumps = (0..topo.halls.len())
             .map(|h| {
                 topo.hall_spec(site, h)
@@ -3418,7 +3597,7 @@ mod tests {
             let eps = 1.0 - (-1.0 / ((r_c + r_w * q.powf(-0.8)) * cw)).exp();
             (s + heat / (eps * cw), s + (heat + pump_kw) / cw)
         };
-        let mut tm = TankModel::bind(&site, &topo, 0.2).expect("tanks");
+        let mut tm = TankModel::bind(&site, &topo, 0.2, 0.9, 0.0).expect("tanks");
         assert!(tm.all_tanks());
         let side = tm.tanks[0].expect("CDU 0 is a tank's skid");
         // Novec 649 boils at 49 °C; 2 kPa above atmospheric is about 0.6 K more.
@@ -3475,6 +3654,55 @@ mod tests {
             let got = tm.pool_c(0, 32.0, q, fd, 72.0).unwrap();
             assert!((got - want).abs() < 0.1, "at {q}: {got} vs {want}");
         }
+    }
+
+    /// With a memory, a tank is planned at the highest heat it carried over it plus 5 %, never
+    /// above its design heat nor below its heat now; at its design heat until the memory has
+    /// filled once and while its heat reading is stale; a peak is forgotten once older than the
+    /// memory. Without a memory, always at its design heat. The full-load limit is the
+    /// saturation temperature of its fraction of the relief pressure.
+    #[test]
+    fn a_tank_is_planned_at_its_recent_highest_heat_with_a_memory_and_at_design_heat_without() {
+        let site = builtin_site("supernode-2pic").unwrap();
+        let topo = Topology::new(&site);
+        let design = topo.hall_spec(&site, 0).cdu.design_load_kw;
+        assert_eq!(design, 72.0);
+        let mut none = TankModel::bind(&site, &topo, 0.4, 0.9, 0.0).expect("tanks");
+        none.record_heat(0, 0.0, Some(30.0));
+        none.record_heat(0, 1e6, Some(30.0));
+        assert_eq!(none.plan_kw[0], design);
+        assert!(none.describe_heat(0.9).is_none());
+        let mut tm = TankModel::bind(&site, &topo, 0.4, 0.9, 3600.0).expect("tanks");
+        let side = tm.tanks[0].unwrap();
+        assert!(side.t_full_c > side.t_limit_c && (side.p_full_kpa - 9.0).abs() < 1e-9);
+        // The first hour: design heat.
+        for k in 0..60 {
+            let h = if k == 10 { 50.0 } else { 40.0 };
+            tm.record_heat(0, k as f64 * 60.0, Some(h));
+            assert_eq!(tm.plan_kw[0], design, "minute {k}");
+        }
+        // Full: the peak of 50 kW (at minute 10) plus 5 %.
+        tm.record_heat(0, 3600.0, Some(40.0));
+        assert!((tm.plan_kw[0] - 52.5).abs() < 1e-9, "{}", tm.plan_kw[0]);
+        // Stale: design heat; fresh again: the memory is kept.
+        tm.record_heat(0, 3660.0, None);
+        assert_eq!(tm.plan_kw[0], design);
+        tm.record_heat(0, 3720.0, Some(40.0));
+        assert!((tm.plan_kw[0] - 52.5).abs() < 1e-9);
+        // Minute 10's peak is forgotten after an hour: 40 kW plus 5 %.
+        tm.record_heat(0, 600.0 + 3600.0 + 60.0, Some(40.0));
+        assert!((tm.plan_kw[0] - 42.0).abs() < 1e-9, "{}", tm.plan_kw[0]);
+        // At least the heat now, at most design heat.
+        tm.record_heat(0, 4400.0, Some(80.0));
+        assert_eq!(tm.plan_kw[0], 80.0);
+        tm.record_heat(0, 4460.0, Some(70.0));
+        assert_eq!(tm.plan_kw[0], design);
+        // Other tanks were never read: design heat, and the description says how many are.
+        let said = tm.describe_heat(0.9).unwrap();
+        assert!(
+            said.contains("(design 72 kW; 16 of 16 at it") && said.contains("over the last 1 h plus 5 %"),
+            "{said}"
+        );
     }
 
     #[test]

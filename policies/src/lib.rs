@@ -391,6 +391,12 @@ pub trait Policy: Send {
     fn fast(&mut self, _input: &PolicyInput<'_>) -> dvfs::FastDecision {
         dvfs::FastDecision::default()
     }
+    /// Two-phase immersion: the fraction of a tank's relief pressure the policy plans its pools
+    /// up to, where it plans them at all (`coordinated`'s `tank-pressure-frac`); the controller
+    /// refuses a configuration whose tank guard acts at or below it.
+    fn tank_pressure_frac(&self) -> Option<f64> {
+        None
+    }
 }
 
 /// Names of the policies [`by_name`] knows.
@@ -436,7 +442,7 @@ impl std::error::Error for UnknownPolicy {}
 /// trades EEPROM wear against energy (`RESULTS.md` measures the trade-off), and a hard weekly
 /// allowance of writes, the adiabatic probe, the hold on returning to a heat-rejection mode and
 /// the chillers' margin on the CDUs' approach.
-pub const COORDINATED_PARAMETERS: [(&str, &str); 10] = [
+pub const COORDINATED_PARAMETERS: [(&str, &str); 12] = [
     (
         "write-kwh",
         "energy a setpoint write is charged, kWh at CDUs of 1,440 kW design (0 to 1000)",
@@ -475,7 +481,15 @@ pub const COORDINATED_PARAMETERS: [(&str, &str); 10] = [
     ),
     (
         "tank-pressure-frac",
-        "two-phase immersion: a tank at its design heat may run its pool at the saturation temperature of this fraction of its relief pressure (0.1 to 0.75, default 0.4; the controller's guard acts at 0.8)",
+        "two-phase immersion: a tank at the heat it is planned at may run its pool at the saturation temperature of this fraction of its relief pressure (0.1 to 0.75, default 0.4; the controller's guard acts at 0.8)",
+    ),
+    (
+        "tank-heat-h",
+        "two-phase immersion: plan each tank at the highest heat it carried over this many hours, plus 5 %, instead of its design heat (0: design heat; up to 168; default 1)",
+    ),
+    (
+        "tank-full-frac",
+        "two-phase immersion, with tank-heat-h: a tank going to its design heat under the plan's setpoints must settle below this fraction of its relief pressure (0.1 to 1, default 0.9)",
     ),
 ];
 
@@ -511,15 +525,19 @@ fn coordinated_params(
             "mode-return-h" if (0.0..=24.0).contains(&x) => p.mode_return_s = x * 3600.0,
             "chiller-margin-k" if (1.0..=10.0).contains(&x) => p.chiller_gap_margin_k = x,
             "tank-pressure-frac" if (0.1..=0.75).contains(&x) => p.tank_pressure_frac = x,
+            "tank-heat-h" if (0.0..=168.0).contains(&x) => p.tank_heat_memory_s = x * 3600.0,
+            "tank-full-frac" if (0.1..=1.0).contains(&x) => p.tank_full_load_frac = x,
             "ahead-stages" => return Err(bad(format!("ahead-stages = {x} is neither 1 nor 2"))),
             "write-kwh" | "write-hold-h" | "write-budget" | "settle-h" | "ahead-h" | "probe-h" | "mode-return-h"
-            | "chiller-margin-k" | "tank-pressure-frac" => {
+            | "chiller-margin-k" | "tank-pressure-frac" | "tank-heat-h" | "tank-full-frac" => {
                 let range = match k {
                     "write-kwh" | "write-budget" => "[0, 1000]",
                     "write-hold-h" => "[1, 168]",
                     "settle-h" => "[0, 168]",
                     "chiller-margin-k" => "[1, 10]",
                     "tank-pressure-frac" => "[0.1, 0.75]",
+                    "tank-heat-h" => "[0, 168]",
+                    "tank-full-frac" => "[0.1, 1]",
                     _ => "[0, 24]",
                 };
                 return Err(bad(format!("{k} = {x} is outside {range}")));
@@ -1364,6 +1382,21 @@ mod tests {
             by_name("coordinated:tank-pressure-frac=0.6").unwrap().label(),
             "coordinated:tank-pressure-frac=0.6"
         );
+        assert_eq!(
+            by_name("coordinated:tank-heat-h=4:tank-full-frac=0.85")
+                .unwrap()
+                .label(),
+            "coordinated:tank-heat-h=4:tank-full-frac=0.85"
+        );
+        assert_eq!(
+            by_name("coordinated:tank-heat-h=0").unwrap().label(),
+            "coordinated:tank-heat-h=0"
+        );
+        assert_eq!(by_name("coordinated:tank-heat-h=1").unwrap().label(), "coordinated");
+        let e = err("coordinated:tank-heat-h=200");
+        assert!(e.contains("tank-heat-h = 200") && e.contains("[0, 168]"), "{e}");
+        let e = err("coordinated:tank-full-frac=1.2");
+        assert!(e.contains("tank-full-frac = 1.2") && e.contains("[0.1, 1]"), "{e}");
         let e = err("coordinated:write-budget=-5");
         assert!(e.contains("write-budget = -5") && e.contains("[0, 1000]"), "{e}");
         assert_eq!(

@@ -640,6 +640,9 @@ impl Daemon {
         }
         let policy = coolplane_policies::by_name(&cfg.daemon.policy)
             .map_err(|e| cfg_err(file, format!("daemon.policy: {e}")))?;
+        cfg.controller
+            .check_policy(policy.as_ref())
+            .map_err(|e| cfg_err(file, format!("daemon.policy: {e}")))?;
         let controller = Controller::new(&site, policy, cfg.controller);
         let api = cfg.api.as_ref().map(|a| {
             http::ApiState::new(

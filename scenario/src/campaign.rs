@@ -547,6 +547,7 @@ pub fn run_schedule(seed: u64, opts: &CampaignOptions, schedule: Schedule) -> Re
     }
     let new_controller = || -> Result<Controller, CampaignError> {
         let policy = coolplane_policies::by_name(&opts.policy).map_err(|e| CampaignError(e.to_string()))?;
+        ctl_cfg.check_policy(policy.as_ref()).map_err(CampaignError)?;
         Ok(Controller::new(site, policy, ctl_cfg))
     };
     let mut controller = new_controller()?;
