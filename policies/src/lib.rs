@@ -554,6 +554,15 @@ fn coordinated_params(
             "settle-h is the settling day of a write allowance: give it with write-budget".into(),
         ));
     }
+    // The full-load limit is the looser one (a tank at design heat settles there only if it
+    // went beyond the heat it was planned at): below the band it would be the band at design
+    // heat under another name.
+    if p.tank_full_load_frac < p.tank_pressure_frac {
+        return Err(bad(format!(
+            "tank-full-frac = {} is below tank-pressure-frac = {}: a tank going to its design heat may settle at least as high as the band it is planned in",
+            p.tank_full_load_frac, p.tank_pressure_frac
+        )));
+    }
     Ok(p)
 }
 
@@ -1395,6 +1404,11 @@ mod tests {
         assert_eq!(by_name("coordinated:tank-heat-h=1").unwrap().label(), "coordinated");
         let e = err("coordinated:tank-heat-h=200");
         assert!(e.contains("tank-heat-h = 200") && e.contains("[0, 168]"), "{e}");
+        let e = err("coordinated:tank-pressure-frac=0.6:tank-full-frac=0.5");
+        assert!(
+            e.contains("tank-full-frac = 0.5 is below tank-pressure-frac = 0.6"),
+            "{e}"
+        );
         let e = err("coordinated:tank-full-frac=1.2");
         assert!(e.contains("tank-full-frac = 1.2") && e.contains("[0.1, 1]"), "{e}");
         let e = err("coordinated:write-budget=-5");
