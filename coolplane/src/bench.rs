@@ -139,12 +139,16 @@ fn controller_bench(policy: &str, site_name: &str, hours: f64, dt: f64, cut_frac
         ms(&all, 0.99),
         ms(&all, 1.0)
     );
-    println!(
-        "  plan ticks ({}, the optimiser every 15 min): p50 {:.2} ms, p99 {:.2} ms",
-        plan_ticks.len(),
-        ms(&plan_ticks, 0.5),
-        ms(&plan_ticks, 0.99)
-    );
+    if plan_ticks.is_empty() {
+        println!("  plan ticks: none (the policy published no plan)");
+    } else {
+        println!(
+            "  plan ticks ({}, the optimiser every 15 min): p50 {:.2} ms, p99 {:.2} ms",
+            plan_ticks.len(),
+            ms(&plan_ticks, 0.5),
+            ms(&plan_ticks, 0.99)
+        );
+    }
     println!(
         "  other ticks ({}): p50 {:.2} ms, p99 {:.2} ms",
         other.len(),
