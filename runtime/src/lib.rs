@@ -316,7 +316,8 @@ impl DaemonConfig {
                 format!("daemon.speed = {}: must be within (0, 100000]", c.daemon.speed),
             ));
         }
-        coolplane_policies::by_name(&c.daemon.policy).map_err(|e| cfg_err(file, format!("daemon.policy: {e}")))?;
+        let policy =
+            coolplane_policies::by_name(&c.daemon.policy).map_err(|e| cfg_err(file, format!("daemon.policy: {e}")))?;
         if coolplane_policies::SIMULATION_ONLY.contains(&c.daemon.policy.as_str()) {
             return Err(cfg_err(
                 file,
@@ -327,6 +328,9 @@ impl DaemonConfig {
             ));
         }
         c.controller.validate().map_err(|e| cfg_err(file, e))?;
+        c.controller
+            .check_policy(policy.as_ref())
+            .map_err(|e| cfg_err(file, format!("daemon.policy: {e}")))?;
         if let Some(m) = &c.mqtt {
             if m.host.trim().is_empty() {
                 return Err(cfg_err(file, "mqtt.host is empty: name the broker's host"));
@@ -639,9 +643,6 @@ impl Daemon {
             ));
         }
         let policy = coolplane_policies::by_name(&cfg.daemon.policy)
-            .map_err(|e| cfg_err(file, format!("daemon.policy: {e}")))?;
-        cfg.controller
-            .check_policy(policy.as_ref())
             .map_err(|e| cfg_err(file, format!("daemon.policy: {e}")))?;
         let controller = Controller::new(&site, policy, cfg.controller);
         let api = cfg.api.as_ref().map(|a| {

@@ -1009,6 +1009,30 @@ fn oracle_is_a_simulation_only_reference_that_does_not_lose_to_the_baseline() {
     );
 }
 
+/// A daemon configuration whose tank guard acts at or below where `coordinated` plans the tanks'
+/// pressure is refused before any device is opened, naming both settings; the shipped example
+/// with `coordinated` and the default guard is accepted.
+#[test]
+fn the_daemon_refuses_a_tank_guard_below_the_policys_tank_band() {
+    let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/daemon.toml")).unwrap();
+    let co = text.replace("policy = \"trim-respond\"", "policy = \"coordinated\"");
+    coolplane_runtime::DaemonConfig::from_toml_str("daemon.toml", &co).unwrap();
+    let low = co.replace("[controller]\n", "[controller]\ntank_guard_frac = 0.4\n");
+    assert_ne!(low, co);
+    let e = coolplane_runtime::DaemonConfig::from_toml_str("daemon.toml", &low)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("tank-pressure-frac = 0.4") && e.contains("controller.tank_guard_frac = 0.4"),
+        "{e}"
+    );
+    let ok = low.replace(
+        "policy = \"coordinated\"",
+        "policy = \"coordinated:tank-pressure-frac=0.3\"",
+    );
+    coolplane_runtime::DaemonConfig::from_toml_str("daemon.toml", &ok).unwrap();
+}
+
 /// supernode-2pic (two-phase immersion): after its learning day `coordinated` chooses the
 /// tanks' condenser water, colder and at less flow, with every tank's pool at the heat it is
 /// planned at (its highest of the last hour plus 5 %) kept within 40 % of its relief pressure. The skid pumps draw far less than under
