@@ -2700,9 +2700,17 @@ impl Coordinated {
                     && *q < chosen.cdu_flow_frac - 1e-9
                     && (chosen.cdu_flow_frac - *q) < 0.11
             });
-            let warmer = sides.iter().find(|(s, q, _)| {
-                (*s - chosen.cdu_supply_c - 1.0).abs() < 1e-9 && (*q - chosen.cdu_flow_frac).abs() < 1e-9
-            });
+            // At the flow of the grid nearest the choice (a held choice may be off the grid).
+            let warmer = sides
+                .iter()
+                .filter(|(s, q, _)| {
+                    (*s - chosen.cdu_supply_c - 1.0).abs() < 1e-9 && (*q - chosen.cdu_flow_frac).abs() < 0.06
+                })
+                .min_by(|a, b| {
+                    (a.1 - chosen.cdu_flow_frac)
+                        .abs()
+                        .total_cmp(&(b.1 - chosen.cdu_flow_frac).abs())
+                });
             let mut parts = Vec::new();
             let warmer_what = if has_tanks {
                 "1 K warmer condenser water"
@@ -2748,7 +2756,13 @@ impl Coordinated {
                             "die leakage and lost speed outweigh the cooling saved"
                         }
                     )),
-                    None => parts.push(format!("{what}: at the end of the range tried")),
+                    None if what == "less flow" && flows.iter().all(|q| *q >= chosen.cdu_flow_frac - 1e-9) => {
+                        parts.push(format!("{what}: at the end of the range tried"))
+                    }
+                    None if what != "less flow" && supplies.iter().all(|s| *s <= chosen.cdu_supply_c + 1e-9) => {
+                        parts.push(format!("{what}: at the end of the range tried"))
+                    }
+                    None => parts.push(format!("{what}: not among this plan's candidates")),
                 }
             }
             parts.join("; ")
