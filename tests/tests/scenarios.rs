@@ -1076,6 +1076,23 @@ fn coordinated_runs_two_phase_tanks_on_colder_condenser_water_and_less_flow() {
             .any(|p| p.binding.contains("would let a tank at") && p.binding.contains("(the heat it is planned at)")),
         "no plan names the tanks' pressure as what binds"
     );
+    // The full-load limit acts: held just above the band (a tank going to design heat may
+    // settle at 41 % of its relief pressure, planned at 40 %), it is what binds, and the plans
+    // say so.
+    let tight = run_spec(&s, "coordinated:tank-full-frac=0.41");
+    let said = |r: &coolplane_scenario::RunResult| {
+        r.plans
+            .iter()
+            .filter(|p| p.status == "optimised" && p.binding.contains("(its design heat, were it to go there)"))
+            .count()
+    };
+    let tight_opt = tight.plans.iter().filter(|p| p.status == "optimised").count();
+    assert!(
+        said(&tight) * 2 > tight_opt,
+        "the full-load limit binds in {} of {tight_opt} plans",
+        said(&tight)
+    );
+    assert_eq!(tight.report.kpis.fluid_vented_kg, 0.0);
 }
 
 /// A tank's pressure gauge drifting high after the learning day: `coordinated` reads the tank as
