@@ -1064,7 +1064,7 @@ impl TankModel {
             }
         }
         Some(format!(
-            "tanks planned at {lo:.0}–{hi:.0} kW (design {design:.0} kW; {at_design} of {n} at it: a tank is planned at its design heat until its heat has been read for {:.0} h, or while its heat reading is stale): the highest heat each carried over the last {:.0} h plus {:.0} %; a tank going to its design heat under these setpoints would settle below {:.0} % of its relief pressure",
+            "tanks planned at {lo:.0}–{hi:.0} kW (design {design:.0} kW; {at_design} of {n} at it: a tank is planned at its design heat until its heat has been read for {:.0} h, or while its heat reading is stale): the highest heat each carried over the last {:.0} h plus {:.0} %; every candidate must also keep a tank that went to its design heat below {:.0} % of its relief pressure",
             self.heat_memory_s / 3600.0,
             self.heat_memory_s / 3600.0,
             TANK_HEAT_MARGIN * 100.0,
