@@ -21,6 +21,6 @@ pub mod run;
 pub mod series;
 pub mod spec;
 
-pub use run::{run, Progress, RunOptions, RunReport, RunResult};
+pub use run::{run, Progress, RunError, RunOptions, RunReport, RunResult};
 pub use spec::{load_scenario_file, Scenario, ScenarioError, ScenarioSpec};
 pub mod twin_eval;

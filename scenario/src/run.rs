@@ -356,13 +356,32 @@ pub struct RunResult {
     pub plans: Vec<EnergyPlan>,
 }
 
+/// Why a run could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The site cannot be built into a plant.
+    #[error(transparent)]
+    Plant(#[from] coolplane_sim_plant::PlantError),
+    /// The controller's configuration is invalid, or the policy cannot run under it (a tank band
+    /// planned into the controller's tank guard): the same checks the daemon makes before it
+    /// opens a device.
+    #[error("controller configuration: {0}")]
+    Config(String),
+}
+
 /// Run a resolved scenario under `policy`. `progress` is called about once per simulated hour.
+/// The controller's configuration and the policy are checked against each other first
+/// ([`ControllerConfig::validate`], [`ControllerConfig::check_policy`]), as the daemon does.
 pub fn run(
     scenario: &Scenario,
     policy: Box<dyn Policy>,
     opts: &RunOptions,
     progress: &mut dyn FnMut(Progress),
-) -> Result<RunResult, coolplane_sim_plant::PlantError> {
+) -> Result<RunResult, RunError> {
+    opts.controller.validate().map_err(RunError::Config)?;
+    opts.controller
+        .check_policy(policy.as_ref())
+        .map_err(RunError::Config)?;
     let wall = Instant::now();
     let site = &scenario.site;
     let seed = scenario.spec.scenario.seed;

@@ -1031,6 +1031,27 @@ fn the_daemon_refuses_a_tank_guard_below_the_policys_tank_band() {
         "policy = \"coordinated:tank-pressure-frac=0.3\"",
     );
     coolplane_runtime::DaemonConfig::from_toml_str("daemon.toml", &ok).unwrap();
+
+    // The scenario harness makes the same check before the plant is built.
+    let mut s = spec(0.05, 0.0);
+    s.scenario.site = "supernode-2pic".into();
+    let sc = s.resolve(Path::new(".")).expect("scenario resolves");
+    let mut opts = RunOptions::default();
+    opts.controller.tank_guard_frac = 0.4;
+    let refused = |p: &str, opts: &RunOptions| {
+        coolplane_scenario::run(&sc, coolplane_policies::by_name(p).unwrap(), opts, &mut |_| {})
+            .err()
+            .map(|e| e.to_string())
+    };
+    let e = refused("coordinated", &opts).expect("a tank band at the guard was run");
+    assert!(
+        e.contains("tank-pressure-frac = 0.4") && e.contains("controller.tank_guard_frac = 0.4"),
+        "{e}"
+    );
+    assert_eq!(refused("coordinated:tank-pressure-frac=0.3", &opts), None);
+    opts.controller.tank_guard_frac = 1.5;
+    let e = refused("trim-respond", &opts).expect("a guard above the relief pressure was run");
+    assert!(e.contains("controller.tank_guard_frac"), "{e}");
 }
 
 /// supernode-2pic (two-phase immersion): after its learning day `coordinated` chooses the
