@@ -139,6 +139,11 @@ pub struct KpiAccumulator {
     pub failed_jobs: u64,
     /// Setpoint writes received.
     pub setpoint_writes: u64,
+    /// Setpoint writes received by each CDU (setpoints are kept in each device's own
+    /// non-volatile memory, so its endurance is spent per device).
+    pub cdu_writes: Vec<u64>,
+    /// Setpoint and mode writes received by each hall's facility water system.
+    pub facility_writes: Vec<u64>,
     /// Starts of the heat-rejection fans (after a stop).
     pub rejection_fan_starts: u64,
     /// Starts of chiller stages (trim chiller and air-side chiller compressors).
@@ -168,6 +173,23 @@ impl KpiAccumulator {
             stored_start_j: stored_j,
             ..Default::default()
         }
+    }
+
+    /// Count a setpoint write received by CDU `i`.
+    pub fn cdu_write(&mut self, i: usize) {
+        Self::count(&mut self.cdu_writes, i);
+    }
+
+    /// Count a setpoint or mode write received by hall `i`'s facility water system.
+    pub fn facility_write(&mut self, i: usize) {
+        Self::count(&mut self.facility_writes, i);
+    }
+
+    fn count(v: &mut Vec<u64>, i: usize) {
+        if v.len() <= i {
+            v.resize(i + 1, 0);
+        }
+        v[i] += 1;
     }
 
     /// Add one step.
@@ -325,6 +347,10 @@ impl KpiAccumulator {
             },
             supply_temp_max_dev_k: self.supply_temp_max_dev_k,
             setpoint_writes: self.setpoint_writes,
+            cdu_setpoint_writes: self.cdu_writes.iter().sum(),
+            facility_setpoint_writes: self.facility_writes.iter().sum(),
+            setpoint_writes_max_cdu: self.cdu_writes.iter().copied().max().unwrap_or(0),
+            setpoint_writes_max_facility: self.facility_writes.iter().copied().max().unwrap_or(0),
             rejection_fan_starts: self.rejection_fan_starts,
             rejected_writes: self.rejected_writes,
             supply_setpoint_travel_k: self.supply_setpoint_travel_k,
@@ -456,6 +482,21 @@ pub struct Kpis {
     pub supply_temp_max_dev_k: f64,
     /// Setpoint writes received by the devices.
     pub setpoint_writes: u64,
+    /// Of them, the setpoint writes received by the CDUs, summed from each CDU's own count (with
+    /// `facility_setpoint_writes`, the total again by another path).
+    #[serde(default)]
+    pub cdu_setpoint_writes: u64,
+    /// Of them, the setpoint and mode writes received by the facility water systems, summed
+    /// from each one's own count.
+    #[serde(default)]
+    pub facility_setpoint_writes: u64,
+    /// The most setpoint writes any one CDU received: the wear on the most-written device's
+    /// non-volatile memory.
+    #[serde(default)]
+    pub setpoint_writes_max_cdu: u64,
+    /// The most setpoint and mode writes any one hall's facility water system received.
+    #[serde(default)]
+    pub setpoint_writes_max_facility: u64,
     /// Starts of the heat-rejection fans after a stop (minimum on/off time `FAN_MIN_ON_OFF_S`).
     #[serde(default)]
     pub rejection_fan_starts: u64,

@@ -1019,6 +1019,7 @@ impl Plant {
                     let step = (sp - c.sp_supply).abs();
                     if scoring {
                         self.kpi.setpoint_writes += 1;
+                        self.kpi.cdu_write(i);
                         self.kpi.supply_setpoint_travel_k += (sp - c.sp_supply_remote).abs();
                         let minutes = ((t - c.sp_moved_s) / 60.0).max(1.0);
                         self.kpi.supply_setpoint_max_rate_k_per_min =
@@ -1038,6 +1039,7 @@ impl Plant {
                 if f.is_finite() && f >= lo - 1e-9 && f <= hi + 1e-9 {
                     if scoring {
                         self.kpi.setpoint_writes += 1;
+                        self.kpi.cdu_write(i);
                         self.kpi.flow_setpoint_travel_lpm += (f - c.sp_flow_remote_lpm).abs();
                     }
                     c.sp_flow_remote_lpm = f;
@@ -1060,6 +1062,7 @@ impl Plant {
                 if sp.is_finite() && sp >= spec.supply_setpoint_min_c && sp <= max {
                     if scoring {
                         self.kpi.setpoint_writes += 1;
+                        self.kpi.facility_write(i);
                         self.kpi.facility_setpoint_travel_k += (sp - h.sp_remote).abs();
                     }
                     h.sp_remote = sp;
@@ -1074,6 +1077,7 @@ impl Plant {
                 if mode == RejectionMode::Auto || has_assist {
                     if scoring {
                         self.kpi.setpoint_writes += 1;
+                        self.kpi.facility_write(i);
                     }
                     h.mode_remote = mode;
                 } else if scoring {

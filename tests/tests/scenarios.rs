@@ -146,6 +146,21 @@ fn trim_respond_saves_cooling_energy_without_throttling() {
     assert_eq!(tr.kpis.throttle_gpu_s, 0.0);
     assert_eq!(tr.kpis.gpu_shutdowns, 0);
     assert!(tr.kpis.setpoint_writes > 0);
+    // Writes per device, counted beside the total: the devices' counts add up to it, and the
+    // CDUs' lie between the most-written CDU's and 12 times it (hall-10k's 12 CDUs);
+    // trim-respond resets the facility water too.
+    let k = &tr.kpis;
+    assert_eq!(k.cdu_setpoint_writes + k.facility_setpoint_writes, k.setpoint_writes);
+    assert!(
+        k.setpoint_writes_max_cdu > 0
+            && k.setpoint_writes_max_cdu <= k.cdu_setpoint_writes
+            && 12 * k.setpoint_writes_max_cdu >= k.cdu_setpoint_writes,
+        "{} writes, {} to the CDUs, the most to one CDU {}",
+        k.setpoint_writes,
+        k.cdu_setpoint_writes,
+        k.setpoint_writes_max_cdu
+    );
+    assert!(k.facility_setpoint_writes > 0 && k.setpoint_writes_max_facility == k.facility_setpoint_writes);
     // Warmer coolant raises leakage: the same work costs a little more IT energy.
     assert!(tr.kpis.it_energy_kwh >= vd.kpis.it_energy_kwh * 0.999);
 }
