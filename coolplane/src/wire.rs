@@ -572,7 +572,7 @@ pub fn demo(a: &DemoArgs) -> Result<()> {
     check_flag("--tick", a.tick, 0.1, 600.0)?;
     let duration_s = parse_duration_s(&a.duration)?;
     coolplane_policies::by_name(&a.policy)?;
-    if coolplane_policies::SIMULATION_ONLY.contains(&a.policy.as_str()) {
+    if coolplane_policies::simulation_only(&a.policy) {
         bail!(
             "--policy {}: a reference that searches copies of the simulated plant's truth; the demo runs the daemon, which never runs it (use `coolplane scenario`)",
             a.policy

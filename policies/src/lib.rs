@@ -411,6 +411,12 @@ pub const POLICY_NAMES: [&str; 5] = [
 /// Policies that need the simulated plant's truth and can never run against real equipment.
 pub const SIMULATION_ONLY: [&str; 1] = ["oracle"];
 
+/// Whether the policy `name` (with or without parameters: `oracle:cdu-supply=36`) is one of
+/// [`SIMULATION_ONLY`].
+pub fn simulation_only(name: &str) -> bool {
+    SIMULATION_ONLY.contains(&name.split(':').next().unwrap_or_default().trim())
+}
+
 /// A policy name that [`by_name`] cannot build: no policy of that name, or a parameter it does
 /// not take or a value out of its range.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -597,7 +603,7 @@ pub fn by_name(name: &str) -> Result<Box<dyn Policy>, UnknownPolicy> {
             };
             Ok(Box::new(Coordinated::new(coordinated_params(name, base, &params)?)))
         }
-        "oracle" => no_params().map(|_| Box::new(Oracle::default()) as Box<dyn Policy>),
+        "oracle" => Oracle::with_params(name, &params).map(|o| Box::new(o) as Box<dyn Policy>),
         _ => Err(UnknownPolicy::Name(name.to_string())),
     }
 }
@@ -606,9 +612,16 @@ pub fn by_name(name: &str) -> Result<Box<dyn Policy>, UnknownPolicy> {
 /// hour, for the best constant setpoints on copies of the true plant and hands them to this
 /// policy with [`Oracle::set`]; on its own (no harness) it holds design setpoints. The daemon
 /// refuses it (`SIMULATION_ONLY`).
+///
+/// `oracle:cdu-supply=S:cdu-flow=Q` is the same search with the CDUs' supply held at `S` °C and
+/// their flow at `Q` of design for the whole run (the facility water and the heat-rejection
+/// mode still chosen every hour): a reference for a controller that may not move the CDUs
+/// (their setpoint writes), to set against the unconstrained one.
 #[derive(Debug, Clone, Default)]
 pub struct Oracle {
     chosen: std::sync::Arc<std::sync::Mutex<OracleChoice>>,
+    /// CDU supply, °C, and flow, fraction of design, held for the whole run (None: searched).
+    pub hold_cdu: Option<(f64, f64)>,
 }
 
 /// What the harness chose last: the setpoints (none yet: design), and why (handed out once).
@@ -619,6 +632,54 @@ struct OracleChoice {
 }
 
 impl Oracle {
+    /// The oracle of a policy name's parameters (`cdu-supply=S:cdu-flow=Q`, both or neither).
+    fn with_params(name: &str, params: &[&str]) -> Result<Self, UnknownPolicy> {
+        let err = |detail: String| UnknownPolicy::Parameter {
+            given: name.to_string(),
+            detail,
+        };
+        let (mut s, mut q) = (None, None);
+        for kv in params {
+            let (k, v) = kv
+                .split_once('=')
+                .ok_or_else(|| err(format!("`{kv}`: not key=value")))?;
+            let x: f64 = v
+                .trim()
+                .parse()
+                .map_err(|_| err(format!("{k} = `{v}`: not a number")))?;
+            match k.trim() {
+                "cdu-supply" if (10.0..=70.0).contains(&x) => s = Some(x),
+                "cdu-flow" if (0.1..=1.5).contains(&x) => q = Some(x),
+                "cdu-supply" => return Err(err(format!("cdu-supply = {x}: must be within [10, 70] °C"))),
+                "cdu-flow" => return Err(err(format!("cdu-flow = {x}: must be within [0.1, 1.5] of design"))),
+                other => {
+                    return Err(err(format!(
+                        "`oracle` takes cdu-supply and cdu-flow (held for the run), not `{other}`"
+                    )))
+                }
+            }
+        }
+        match (s, q) {
+            (Some(s), Some(q)) => Ok(Self {
+                hold_cdu: Some((s, q)),
+                ..Self::default()
+            }),
+            (None, None) => Ok(Self::default()),
+            _ => Err(err("cdu-supply and cdu-flow are held together: give both".into())),
+        }
+    }
+
+    /// The oracle a policy label names (`oracle`, `oracle:cdu-supply=36:cdu-flow=0.7`); None for
+    /// any other policy or a label that does not parse.
+    pub fn from_label(label: &str) -> Option<Self> {
+        let mut parts = label.split(':');
+        if parts.next()?.trim() != "oracle" {
+            return None;
+        }
+        let params: Vec<&str> = parts.collect();
+        Self::with_params(label, &params).ok()
+    }
+
     /// A handle the harness keeps to set the setpoints (shared with the policy it hands over).
     pub fn handle(&self) -> Self {
         self.clone()
@@ -637,6 +698,12 @@ impl Oracle {
 impl Policy for Oracle {
     fn name(&self) -> &'static str {
         "oracle"
+    }
+    fn label(&self) -> String {
+        match self.hold_cdu {
+            Some((s, q)) => format!("oracle:cdu-supply={s}:cdu-flow={q}"),
+            None => "oracle".into(),
+        }
     }
     fn decide(&mut self, input: &PolicyInput<'_>) -> Decision {
         let (setpoints, reasons) = match self.chosen.lock() {
@@ -1364,6 +1431,30 @@ mod tests {
     }
 
     #[test]
+    fn the_oracle_holds_the_cdus_where_asked_and_names_it_back() {
+        let held = by_name("oracle: cdu-supply = 36 : cdu-flow=0.7").unwrap();
+        assert_eq!(
+            (held.name(), held.label().as_str()),
+            ("oracle", "oracle:cdu-supply=36:cdu-flow=0.7")
+        );
+        let o = Oracle::from_label(&held.label()).unwrap();
+        assert_eq!(o.hold_cdu, Some((36.0, 0.7)));
+        assert_eq!(Oracle::from_label("oracle").unwrap().hold_cdu, None);
+        assert!(Oracle::from_label("coordinated").is_none());
+        assert!(simulation_only("oracle:cdu-supply=36:cdu-flow=0.7") && simulation_only(" oracle"));
+        assert!(!simulation_only("coordinated:write-budget=5"));
+        let err = |n: &str| by_name(n).err().unwrap().to_string();
+        let e = err("oracle:cdu-supply=36");
+        assert!(e.contains("give both"), "{e}");
+        let e = err("oracle:cdu-supply=36:cdu-flow=3");
+        assert!(e.contains("cdu-flow = 3") && e.contains("[0.1, 1.5]"), "{e}");
+        let e = err("oracle:cdu-supply=hot:cdu-flow=0.7");
+        assert!(e.contains("cdu-supply = `hot`"), "{e}");
+        let e = err("oracle:write-kwh=6");
+        assert!(e.contains("`write-kwh`"), "{e}");
+    }
+
+    #[test]
     fn a_bad_policy_parameter_names_what_was_wrong() {
         let err = |n: &str| by_name(n).err().unwrap().to_string();
         let e = err("coordinated:write-kwh=-1");
@@ -1456,7 +1547,7 @@ mod tests {
         );
         let e = err("coordinated:write-kwh");
         assert!(e.contains("not key=value"), "{e}");
-        for n in ["trim-respond:write-kwh=6", "vendor-default:x=1", "oracle:write-kwh=6"] {
+        for n in ["trim-respond:write-kwh=6", "vendor-default:x=1"] {
             let e = err(n);
             assert!(e.contains("takes no parameters") && e.contains(n), "{e}");
         }

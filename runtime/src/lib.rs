@@ -318,7 +318,7 @@ impl DaemonConfig {
         }
         let policy =
             coolplane_policies::by_name(&c.daemon.policy).map_err(|e| cfg_err(file, format!("daemon.policy: {e}")))?;
-        if coolplane_policies::SIMULATION_ONLY.contains(&c.daemon.policy.as_str()) {
+        if coolplane_policies::simulation_only(&c.daemon.policy) {
             return Err(cfg_err(
                 file,
                 format!(
@@ -633,7 +633,7 @@ impl Daemon {
                 Some(MqttLink::start(mc, clock))
             }
         };
-        if coolplane_policies::SIMULATION_ONLY.contains(&cfg.daemon.policy.as_str()) {
+        if coolplane_policies::simulation_only(&cfg.daemon.policy) {
             return Err(cfg_err(
                 file,
                 format!(

@@ -394,7 +394,8 @@ pub fn run(
     let policy_name = policy.label();
     // The perfect-knowledge reference: the harness searches copies of the true plant every hour
     // and hands the best setpoints to the policy through a handle of its own.
-    let oracle = (policy_name == "oracle").then(coolplane_policies::Oracle::default);
+    let oracle = coolplane_policies::Oracle::from_label(&policy_name);
+    let hold_cdu = oracle.as_ref().and_then(|o| o.hold_cdu);
     let policy: Box<dyn Policy> = match &oracle {
         Some(o) => Box::new(o.handle()),
         None => policy,
@@ -446,6 +447,7 @@ pub fn run(
                     t,
                     oracle_best,
                     opts.controller.tank_guard_frac,
+                    hold_cdu,
                 );
                 oracle_best = Some(best);
                 o.set(sp, why);
@@ -614,7 +616,9 @@ const ORACLE_TANK_MARGIN_KPA: f64 = 0.5;
 /// (`tank_guard_frac` of the relief pressure) is refused: the guard is the plant's protection,
 /// not a setpoint the oracle may lean on (its trials run the setpoints without the controller,
 /// so the guard would otherwise act only on the real run, against the hour the oracle chose), and
-/// it acts on the measured gauge, not on the true pressure the trials see.
+/// it acts on the measured gauge, not on the true pressure the trials see. With `hold_cdu`
+/// (`oracle:cdu-supply=S:cdu-flow=Q`) the CDU supply and flow are held there and only the
+/// facility water and the mode are searched.
 #[allow(clippy::too_many_arguments)]
 fn oracle_search(
     scenario: &Scenario,
@@ -625,6 +629,7 @@ fn oracle_search(
     t: f64,
     start: Option<[f64; 4]>,
     tank_guard_frac: f64,
+    hold_cdu: Option<(f64, f64)>,
 ) -> (coolplane_policies::Setpoints, Vec<String>, [f64; 4]) {
     let n = limits.cdus.len().max(1) as f64;
     let design_s = limits.cdus.iter().map(|c| c.supply_design_c).sum::<f64>() / n;
@@ -632,6 +637,9 @@ fn oracle_search(
         limits.facilities.iter().map(|f| f.supply_design_c).sum::<f64>() / limits.facilities.len().max(1) as f64;
     let slow = scenario.site.gpu.slowdown_c;
     let mut best = start.unwrap_or([design_s, 1.0, design_f, 0.0]);
+    if let Some((s, q)) = hold_cdu {
+        best = [s, q, best[2].min(s - 2.0), best[3]];
+    }
     let modes: &[f64] = if limits.facilities.iter().any(|f| f.adiabatic_assist) {
         &[0.0, 1.0, 2.0]
     } else {
@@ -657,8 +665,13 @@ fn oracle_search(
     };
     let mut best_j = score(best);
     let mut tried = 1u32;
-    let supplies: Vec<f64> = (-6..=3).map(|d| design_s + d as f64).collect();
-    let flows = [0.7, 0.8, 0.9, 1.0, 1.1];
+    let (supplies, flows): (Vec<f64>, &[f64]) = match hold_cdu {
+        Some(_) => (Vec::new(), &[]),
+        None => (
+            (-6..=3).map(|d| design_s + d as f64).collect(),
+            &[0.7, 0.8, 0.9, 1.0, 1.1],
+        ),
+    };
     for _round in 0..2 {
         for &s in &supplies {
             let c = [s, best[1], best[2].min(s - 2.0), best[3]];
@@ -668,7 +681,7 @@ fn oracle_search(
                 (best, best_j) = (c, j);
             }
         }
-        for &q in &flows {
+        for &q in flows {
             let c = [best[0], q, best[2], best[3]];
             let j = score(c);
             tried += 1;
@@ -696,7 +709,10 @@ fn oracle_search(
         }
     }
     if !best_j.is_finite() {
-        best = [design_s, 1.0, design_f, 0.0];
+        best = match hold_cdu {
+            Some((s, q)) => [s, q, design_f.min(s - 2.0), 0.0],
+            None => [design_s, 1.0, design_f, 0.0],
+        };
     }
     let mut sp = limits.uniform_setpoints(best[0], best[1], best[2]);
     let mode = RejectionMode::from_code(best[3] as u16).unwrap_or_default();
@@ -706,9 +722,10 @@ fn oracle_search(
         .map(|f| if f.adiabatic_assist { mode } else { RejectionMode::Auto })
         .collect();
     let mut why = vec![format!(
-        "oracle (perfect knowledge, never deployable): CDU supply {:.0} °C, flow {:.0} %, facility water {:.0} °C, heat rejection {}: best of {tried} hour-ahead trials on copies of the true plant ({:.5} kWh per GPU-h)",
+        "oracle (perfect knowledge, never deployable): CDU supply {:.0} °C, flow {:.0} %{}, facility water {:.0} °C, heat rejection {}: best of {tried} hour-ahead trials on copies of the true plant ({:.5} kWh per GPU-h)",
         best[0],
         best[1] * 100.0,
+        if hold_cdu.is_some() { " (held for the run)" } else { "" },
         best[2],
         mode.name(),
         best_j

@@ -1011,17 +1011,34 @@ fn oracle_is_a_simulation_only_reference_that_does_not_lose_to_the_baseline() {
     assert!(per_work(&or) <= per_work(&vd), "{} vs {}", per_work(&or), per_work(&vd));
     assert_eq!(or.report.kpis.throttle_gpu_s, 0.0);
     assert_eq!(or.report.policy, "oracle");
+    // Held CDUs: the search moves only the facility water and the mode; the CDUs sit at the
+    // held setpoints from its first hour.
+    let held = run_spec(&s, "oracle:cdu-supply=37:cdu-flow=0.8");
+    assert_eq!(held.report.policy, "oracle:cdu-supply=37:cdu-flow=0.8");
+    let after: Vec<_> = held.series.rows.iter().filter(|r| r.t_h > -1.0).collect();
+    assert!(!after.is_empty());
+    for r in &after {
+        assert!(
+            (r.cdu_supply_setpoint_mean_c - 37.0).abs() < 1e-9,
+            "{} h: {} °C",
+            r.t_h,
+            r.cdu_supply_setpoint_mean_c
+        );
+    }
+    assert_eq!(held.report.kpis.throttle_gpu_s, 0.0);
     let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/daemon.toml")).unwrap();
-    let e = coolplane_runtime::DaemonConfig::from_toml_str(
-        "daemon.toml",
-        &text.replace("policy = \"trim-respond\"", "policy = \"oracle\""),
-    )
-    .unwrap_err()
-    .to_string();
-    assert!(
-        e.contains("oracle") && e.contains("never runs against equipment"),
-        "{e}"
-    );
+    for policy in ["oracle", "oracle:cdu-supply=37:cdu-flow=0.8"] {
+        let e = coolplane_runtime::DaemonConfig::from_toml_str(
+            "daemon.toml",
+            &text.replace("policy = \"trim-respond\"", &format!("policy = \"{policy}\"")),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("oracle") && e.contains("never runs against equipment"),
+            "{e}"
+        );
+    }
 }
 
 /// A daemon configuration whose tank guard acts at or below where `coordinated` plans the tanks'
