@@ -94,7 +94,7 @@ enum ScenarioCommand {
     Run {
         #[command(flatten)]
         common: ScenarioArgs,
-        /// Control policy: vendor-default, trim-respond, coordinated, coordinated-auto (coordinated leaving the heat-rejection mode to the firmware), or oracle (the perfect-knowledge reference, simulation only). `coordinated` and `coordinated-auto` take a price per setpoint write after their name: `coordinated:write-kwh=12` (kWh per write, default 1.5) and `:write-hold-h=H` (longest time a write charge is spread over, default 4).
+        /// Control policy: vendor-default, trim-respond, coordinated, coordinated-auto (coordinated leaving the heat-rejection mode to the firmware), or oracle (the perfect-knowledge reference, simulation only; `oracle:cdu-supply=S:cdu-flow=Q` holds the CDUs at S °C and Q of design flow and searches only the facility water and the mode). `coordinated` and `coordinated-auto` take a price per setpoint write after their name: `coordinated:write-kwh=12` (kWh per write, default 1.5) and `:write-hold-h=H` (longest time a write charge is spread over, default 4).
         #[arg(long, default_value = "trim-respond")]
         policy: String,
     },
