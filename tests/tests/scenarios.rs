@@ -274,6 +274,10 @@ fn json_report_has_the_documented_keys() {
         "energy_balance_error_pct",
         "supply_temp_max_dev_k",
         "setpoint_writes",
+        "cdu_setpoint_writes",
+        "facility_setpoint_writes",
+        "setpoint_writes_max_cdu",
+        "setpoint_writes_max_facility",
         "compute_time_ratio",
     ] {
         assert!(v.get(key).is_some(), "missing key {key}");
