@@ -499,6 +499,28 @@ pub const COORDINATED_PARAMETERS: [(&str, &str); 12] = [
     ),
 ];
 
+/// The `:key=value` parts after a policy's name, each value a finite number.
+fn key_values<'a>(given: &str, parts: &[&'a str]) -> Result<Vec<(&'a str, f64)>, UnknownPolicy> {
+    let bad = |detail: String| UnknownPolicy::Parameter {
+        given: given.to_string(),
+        detail,
+    };
+    parts
+        .iter()
+        .map(|part| {
+            let Some((k, v)) = part.split_once('=') else {
+                return Err(bad(format!("`{part}` is not key=value")));
+            };
+            let (k, v) = (k.trim(), v.trim());
+            v.parse()
+                .ok()
+                .filter(|x: &f64| x.is_finite())
+                .map(|x| (k, x))
+                .ok_or_else(|| bad(format!("{k}: `{v}` is not a finite number")))
+        })
+        .collect()
+}
+
 /// `coordinated`'s parameters from the `:key=value` parts after its name.
 fn coordinated_params(
     given: &str,
@@ -510,16 +532,7 @@ fn coordinated_params(
         detail,
     };
     let mut p = base;
-    for part in parts {
-        let Some((k, v)) = part.split_once('=') else {
-            return Err(bad(format!("`{part}` is not key=value")));
-        };
-        let (k, v) = (k.trim(), v.trim());
-        let x: f64 = v
-            .parse()
-            .ok()
-            .filter(|x: &f64| x.is_finite())
-            .ok_or_else(|| bad(format!("{k}: `{v}` is not a finite number")))?;
+    for (k, x) in key_values(given, parts)? {
         match k {
             "write-kwh" if (0.0..=1000.0).contains(&x) => p.write_cost_kwh = x,
             "write-hold-h" if (1.0..=168.0).contains(&x) => p.write_amortise_max_s = x * 3600.0,
@@ -639,15 +652,8 @@ impl Oracle {
             detail,
         };
         let (mut s, mut q) = (None, None);
-        for kv in params {
-            let (k, v) = kv
-                .split_once('=')
-                .ok_or_else(|| err(format!("`{kv}`: not key=value")))?;
-            let x: f64 = v
-                .trim()
-                .parse()
-                .map_err(|_| err(format!("{k} = `{v}`: not a number")))?;
-            match k.trim() {
+        for (k, x) in key_values(name, params)? {
+            match k {
                 "cdu-supply" if (10.0..=70.0).contains(&x) => s = Some(x),
                 "cdu-flow" if (0.1..=1.5).contains(&x) => q = Some(x),
                 "cdu-supply" => return Err(err(format!("cdu-supply = {x}: must be within [10, 70] °C"))),
@@ -1449,7 +1455,7 @@ mod tests {
         let e = err("oracle:cdu-supply=36:cdu-flow=3");
         assert!(e.contains("cdu-flow = 3") && e.contains("[0.1, 1.5]"), "{e}");
         let e = err("oracle:cdu-supply=hot:cdu-flow=0.7");
-        assert!(e.contains("cdu-supply = `hot`"), "{e}");
+        assert!(e.contains("cdu-supply: `hot` is not a finite number"), "{e}");
         let e = err("oracle:write-kwh=6");
         assert!(e.contains("`write-kwh`"), "{e}");
     }

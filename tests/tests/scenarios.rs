@@ -1021,13 +1021,16 @@ fn oracle_is_a_simulation_only_reference_that_does_not_lose_to_the_baseline() {
     assert_eq!(held.report.policy, "oracle:cdu-supply=37:cdu-flow=0.8");
     let after: Vec<_> = held.series.rows.iter().filter(|r| r.t_h > -1.0).collect();
     assert!(!after.is_empty());
-    for r in &after {
+    for (r, v) in after.iter().zip(vd.series.rows.iter().filter(|r| r.t_h > -1.0)) {
         assert!(
             (r.cdu_supply_setpoint_mean_c - 37.0).abs() < 1e-9,
             "{} h: {} °C",
             r.t_h,
             r.cdu_supply_setpoint_mean_c
         );
+        // vendor-default runs the design flow: the held run 80 % of it (as measured).
+        let ratio = r.cdu_flow_total_lpm / v.cdu_flow_total_lpm;
+        assert!((ratio - 0.8).abs() < 0.03, "{} h: flow {ratio:.3} of design", r.t_h);
     }
     assert_eq!(held.report.kpis.throttle_gpu_s, 0.0);
     let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/daemon.toml")).unwrap();
