@@ -139,6 +139,14 @@ pub struct CoordinatedParams {
     /// writes trim-respond makes while it stands in (learning, stale inputs) are not the
     /// policy's moves and are not in the allowance.
     pub write_budget_per_cdu_week: f64,
+    /// With `write_budget_per_cdu_week`: an allowance of its own for the facility water
+    /// systems' writes (a kelvin of facility setpoint, a change of heat-rejection mode), writes
+    /// per hall per week (0, the default: one allowance for all writes). The CDUs' allowance
+    /// then counts and prices the CDUs' writes only, and this one the facility's, each with the
+    /// same rules (the undo rule, the rising price, the settling day): the CDUs' writes, a write
+    /// to every CDU per kelvin, cannot spend what the facility water needs to follow the
+    /// weather, which is what each device's EEPROM counts.
+    pub facility_write_budget_per_hall_week: f64,
     /// With an allowance: how long after the first plan out of the learning day the plans
     /// settle, s. The twin keeps calibrating over its first day of plans and the setpoints it
     /// wants move with it (on hall-10k in Tucson from 40 °C to 41, 37 and 34 °C over 16 h);
@@ -178,6 +186,15 @@ pub struct CoordinatedParams {
     /// next plan is the air model's error, not the plant's, and every change is a write; 0: no
     /// such hold.
     pub mode_return_s: f64,
+    /// A facility-water move the next plans undo (back to where it came from within
+    /// [`FAC_UNDO_WINDOW_S`]) was the cooling model's error, not the plant's: the model is
+    /// anchored at the meters, so at the new setpoint it measured what it had mispredicted and
+    /// went back (on hall-10k near the dry coolers' full speed: 30 → 24 → 30 → 23 → 30 °C in
+    /// three hours, every step predicted to save). For this long after the undo, s, the facility
+    /// water is not moved halfway or further towards the setpoint it left again, while the
+    /// outdoor dry-bulb is within [`FAC_REGRET_AIR_K`] of the air at the undo on the side that
+    /// made the move a mistake; 0 (the default): no such memory.
+    pub fac_regret_s: f64,
     /// Two-phase immersion: a tank at its design heat may run its pool at most at the
     /// saturation temperature of this fraction of its relief pressure above atmospheric, as the
     /// condenser model predicts it with the skid holding its supply setpoint (so that a tank
@@ -225,12 +242,14 @@ impl Default for CoordinatedParams {
             write_cost_ref_kw: 1440.0,
             write_amortise_max_s: 4.0 * 3600.0,
             write_budget_per_cdu_week: 0.0,
+            facility_write_budget_per_hall_week: 0.0,
             settle_s: 86_400.0,
             ahead_s: 0.0,
             ahead_two_stage: true,
             choose_rejection_mode: true,
             probe_assist_s: 2.0 * 3600.0,
             mode_return_s: 2.0 * 3600.0,
+            fac_regret_s: 0.0,
             tank_pressure_frac: 0.4,
             tank_heat_memory_s: 3600.0,
             tank_full_load_frac: 0.9,
@@ -282,6 +301,87 @@ fn write_allowance(budget: f64, used: u32) -> (Option<u32>, f64) {
         WRITE_PRICE_MAX_MULT
     };
     (Some(left as u32), mult)
+}
+
+/// A facility-water move undone within this long is remembered as the model's error
+/// (`fac_regret_s`), s.
+pub const FAC_UNDO_WINDOW_S: f64 = 3.0 * 3600.0;
+/// The outdoor dry-bulb, cooler (a move to colder water undone) or warmer (to warmer water) by
+/// more than this than at the undo, frees the facility water from the memory of it, K.
+pub const FAC_REGRET_AIR_K: f64 = 2.0;
+
+/// A facility-water move from `from_c` to `to_c` that the plans undid at `t_s`, the outdoor
+/// dry-bulb then `dry_bulb_c`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct FacRegret {
+    t_s: f64,
+    from_c: f64,
+    to_c: f64,
+    dry_bulb_c: f64,
+}
+
+impl FacRegret {
+    /// Whether facility water at `fac_c` is refused in outdoor air `db_c` at `now_s`, with the
+    /// memory `hold_s` long: halfway or further from `from_c` towards `to_c`, while the air is
+    /// not more than [`FAC_REGRET_AIR_K`] kinder to such water than at the undo.
+    fn blocks(&self, fac_c: f64, db_c: f64, now_s: f64, hold_s: f64) -> bool {
+        if now_s - self.t_s >= hold_s {
+            return false;
+        }
+        let mid = 0.5 * (self.from_c + self.to_c);
+        if self.to_c < self.from_c {
+            fac_c <= mid + 1e-9 && db_c > self.dry_bulb_c - FAC_REGRET_AIR_K
+        } else {
+            fac_c >= mid - 1e-9 && db_c < self.dry_bulb_c + FAC_REGRET_AIR_K
+        }
+    }
+}
+
+/// Whether a move of `wc` CDU writes and `wf` facility writes leaves enough of the week's
+/// allowance to undo it: its writes at most half of what is left. `cdu_left` is what is left of
+/// the one allowance (`None`: none set), or of the CDUs' where the facility has its own
+/// (`fac_left` `Some`), which then takes the facility's writes alone.
+fn leaves_enough(cdu_left: Option<u32>, fac_left: Option<Option<u32>>, wc: u32, wf: u32) -> bool {
+    match fac_left {
+        Some(fac) => cdu_left.is_none_or(|left| 2 * wc <= left) && fac.is_none_or(|left| 2 * wf <= left),
+        None => cdu_left.is_none_or(|left| 2 * (wc + wf) <= left),
+    }
+}
+
+/// The plans' last facility-water move and the last one they undid (`fac_regret_s`).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+struct FacMoves {
+    /// The last facility-water move: when, s, from and to, °C (the mean over the halls).
+    last: Option<(f64, f64, f64)>,
+    /// The last move the plans undid.
+    regret: Option<FacRegret>,
+}
+
+impl FacMoves {
+    /// A plan took the facility water from `from_c` to `to_c` (the same: no move) at `now_s`
+    /// with the outdoor dry-bulb `db_c`: a move of more than 1.5 K that the next move undoes
+    /// within [`FAC_UNDO_WINDOW_S`] is remembered as the cooling model's error
+    /// (`fac_regret_s`).
+    fn note(&mut self, now_s: f64, from_c: f64, to_c: f64, db_c: f64) {
+        if (to_c - from_c).abs() <= 0.5 {
+            return;
+        }
+        if let Some((t0, from, to)) = self.last {
+            if now_s - t0 <= FAC_UNDO_WINDOW_S
+                && (from_c - to).abs() <= 0.5
+                && (to_c - from).abs() <= 0.5
+                && (to - from).abs() > 1.5
+            {
+                self.regret = Some(FacRegret {
+                    t_s: now_s,
+                    from_c: from,
+                    to_c: to,
+                    dry_bulb_c: db_c,
+                });
+            }
+        }
+        self.last = Some((now_s, from_c, to_c));
+    }
 }
 
 /// The most a write's price is raised as the week's allowance runs out.
@@ -435,6 +535,22 @@ pub struct WriteAllowance {
     /// outside the allowance, which starts after it.
     #[serde(default)]
     pub settling: bool,
+    /// Where the facility water systems have an allowance of their own
+    /// (`facility_write_budget_per_hall_week`): where it stands; `allowance`, `used` and `left`
+    /// above then count the CDUs' writes only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub facility: Option<WritePool>,
+}
+
+/// One of the week's write allowances after a plan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WritePool {
+    /// Writes the policy's moves may take in any 7 days.
+    pub allowance: u32,
+    /// Writes the moves of the last 7 days took, this plan's included.
+    pub used: u32,
+    /// What is left (0 where forced moves went beyond it).
+    pub left: u32,
 }
 
 /// The facility side as the policy learns it from the meters, in three parts whose structure
@@ -1339,10 +1455,13 @@ pub struct Coordinated {
     dry_note: Option<String>,
     /// The heat-rejection mode the plan last left, and when, s.
     mode_left: Option<(RejectionMode, f64)>,
+    /// The facility-water moves the plans undid (`fac_regret_s`).
+    fac_moves: FacMoves,
     /// The chillers' margin on the CDUs' approach is in force (`chiller_gap_margin_k`).
     chiller_gap_on: bool,
-    /// The policy's moves in the last [`WRITE_WINDOW_S`]: when, s, and the writes each needed.
-    moves_writes: Vec<(f64, u32)>,
+    /// The policy's moves in the last [`WRITE_WINDOW_S`]: when, s, and the writes each needed
+    /// (to the CDUs, to the facility water systems).
+    moves_writes: Vec<(f64, u32, u32)>,
     /// The end of the settling day that follows the first plan out of the learning day, s: its
     /// moves are made at the plain price of a write and not counted in the allowance.
     settle_until_s: Option<f64>,
@@ -1768,8 +1887,16 @@ impl Coordinated {
             self.settle_until_s = Some(input.now_s + p.settle_s);
         }
         let settling = self.settle_until_s.is_some_and(|t| input.now_s < t - 1e-6);
-        self.moves_writes.retain(|(t, _)| input.now_s - t < WRITE_WINDOW_S);
-        let writes_used: u32 = self.moves_writes.iter().map(|(_, w)| *w).sum();
+        self.moves_writes.retain(|(t, _, _)| input.now_s - t < WRITE_WINDOW_S);
+        let cdu_writes_used: u32 = self.moves_writes.iter().map(|(_, w, _)| *w).sum();
+        let fac_writes_used: u32 = self.moves_writes.iter().map(|(_, _, w)| *w).sum();
+        // One allowance for every write, or the CDUs' and the facility's apart.
+        let split = p.facility_write_budget_per_hall_week > 0.0;
+        let writes_used = if split {
+            cdu_writes_used
+        } else {
+            cdu_writes_used + fac_writes_used
+        };
         let refit_note = self.bound.as_mut().and_then(|b| b.refit_note.take());
         let b = self.bound.as_ref().expect("bound");
         let model = b.model.as_ref().expect("model");
@@ -2085,31 +2212,48 @@ impl Coordinated {
             && keep_sp.facility_supply_c <= keep_sp.cdu_supply_c - gap + 0.5;
         // The week's write allowance, where the operator set one: what is left of it, and the
         // price of a write raised as it is used.
+        let n_halls = cur.facilities.len().max(1);
         let (budget_left, price_mult) = write_allowance(p.write_budget_per_cdu_week * nc as f64, writes_used);
         let price_mult = if settling { 1.0 } else { price_mult };
+        // The facility's own allowance (split), or the one allowance for all writes.
+        let fac_allowance = if split {
+            let (left, mult) = write_allowance(p.facility_write_budget_per_hall_week * n_halls as f64, fac_writes_used);
+            Some((left, if settling { 1.0 } else { mult }))
+        } else {
+            None
+        };
+        let fac_price_mult = fac_allowance.map_or(price_mult, |(_, m)| m);
         // A write's charge, kWh, in proportion to the load the site's CDUs carry.
-        let write_cost = price_mult * p.write_cost_kwh * b.design_load_kw.iter().sum::<f64>()
+        let write_base = p.write_cost_kwh * b.design_load_kw.iter().sum::<f64>()
             / (b.design_load_kw.len().max(1) as f64 * p.write_cost_ref_kw.max(1.0));
-        // Writes a move needs, and what they are charged, kW over the horizon.
-        let write_kw = |s: f64, q: f64, fac: f64, mode: RejectionMode| -> (u32, f64) {
-            let mut w = 0u32;
+        let write_cost = price_mult * write_base;
+        let fac_write_cost = fac_price_mult * write_base;
+        // Writes a move needs (to the CDUs, to the facility water systems), and what they are
+        // charged, kW over the horizon.
+        let write_kw = |s: f64, q: f64, fac: f64, mode: RejectionMode| -> (u32, u32, f64) {
+            let (mut wc, mut wf) = (0u32, 0u32);
             for (c, x) in cur.cdus.iter().enumerate() {
-                w += (s - x.supply_c).abs().ceil() as u32;
+                wc += (s - x.supply_c).abs().ceil() as u32;
                 if (q * l.cdus[c].flow_design_lpm - x.flow_lpm).abs() > 1.0 {
-                    w += 1;
+                    wc += 1;
                 }
             }
             for x in &cur.facilities {
-                w += (fac - x).abs().ceil() as u32;
+                wf += (fac - x).abs().ceil() as u32;
             }
             if mode != keep_sp.rejection_mode {
-                w += n_assist as u32;
+                wf += n_assist as u32;
             }
             // Leaving the fallback is a one-off transition: its writes are not charged, so the
             // first plan is not held near where trim-respond happened to leave the setpoints.
-            let cost = if first_plan { 0.0 } else { write_cost };
-            (w, w as f64 * cost / amortise_h)
+            let kwh = if first_plan {
+                0.0
+            } else {
+                wc as f64 * write_cost + wf as f64 * fac_write_cost
+            };
+            (wc, wf, kwh / amortise_h)
         };
+        let leaves_enough = |wc: u32, wf: u32| leaves_enough(budget_left, fac_allowance.map(|(l, _)| l), wc, wf);
         // Where the dry coolers gave out (remembered for a week): no dry candidate there.
         let dry_limits: Vec<DryGaveOut> = self
             .dry_gave_out
@@ -2122,6 +2266,9 @@ impl Coordinated {
         let mode_left = self.mode_left.filter(|(_, t)| input.now_s - t < p.mode_return_s);
         let returning = |mode: RejectionMode| mode_left.is_some_and(|(m0, _)| m0 == mode);
         let mut mode_returns = 0u32;
+        // A facility-water move the plans undid (`fac_regret_s`).
+        let regret = self.fac_moves.regret.filter(|g| input.now_s - g.t_s < p.fac_regret_s);
+        let mut regret_refused = 0u32;
         // (setpoints, the hour's prediction, score, writes, kWh per GPU-hour over the hours ahead)
         let mut best: Option<(PlanSetpoints, PlanPrediction, f64, u32, f64)> = None;
         // The best forced move beyond the week's write allowance (taken only if none fits it).
@@ -2175,6 +2322,15 @@ impl Coordinated {
                         continue;
                     }
                     if (fac_short || chiller_running) && fac < f_keep - 1e-9 {
+                        fac -= 1.0;
+                        continue;
+                    }
+                    if (fac - f_keep).abs() > 0.5
+                        && regret.is_some_and(|g| g.blocks(fac, db, input.now_s, p.fac_regret_s))
+                    {
+                        if movable {
+                            regret_refused += 1;
+                        }
                         fac -= 1.0;
                         continue;
                     }
@@ -2273,7 +2429,8 @@ impl Coordinated {
                 }
                 for (fac, mode, pred) in cands {
                     let extra = day_off.unwrap_or_else(|| ahead_extra(mode, pred.it_kw, fac, pred.facility_water));
-                    let (writes, wkw) = write_kw(s, q, fac, mode);
+                    let (wc, wf, wkw) = write_kw(s, q, fac, mode);
+                    let writes = wc + wf;
                     // An optional move is made only if what is left of the week's write
                     // allowance after it would undo it: a move is judged on the hours ahead,
                     // and one that spends the allowance leaves the setpoints where they are
@@ -2282,7 +2439,7 @@ impl Coordinated {
                     // fits the same way, and goes beyond the allowance only when none does.
                     let score = (pred.facility_kw + extra + wkw) / pred.work_gpu_s_per_s;
                     let ahead_kwh = (pred.facility_kw + extra) / pred.work_gpu_s_per_s;
-                    let fits = first_plan || settling || budget_left.is_none_or(|left| 2 * writes <= left);
+                    let fits = first_plan || settling || leaves_enough(wc, wf);
                     let slot = if fits {
                         &mut best
                     } else {
@@ -2329,6 +2486,21 @@ impl Coordinated {
                 p.facility_gap_margin_k
             ));
         }
+        if let (Some(g), true) = (regret, regret_refused > 0) {
+            reasons.push(format!(
+                "facility water not taken {} {:.1} °C before {:.1} h ({regret_refused} candidates): the plan moved it {:.1} → {:.1} °C and back within {:.0} h (undone at {:.1} h, dry bulb {:.1} °C), the cooling model's error there; until the dry bulb is {:.0} K {} than then",
+                if g.to_c < g.from_c { "to or below" } else { "to or above" },
+                0.5 * (g.from_c + g.to_c),
+                (g.t_s + p.fac_regret_s) / 3600.0,
+                g.from_c,
+                g.to_c,
+                FAC_UNDO_WINDOW_S / 3600.0,
+                g.t_s / 3600.0,
+                g.dry_bulb_c,
+                FAC_REGRET_AIR_K,
+                if g.to_c < g.from_c { "cooler" } else { "warmer" },
+            ));
+        }
         if dry_short > 0 {
             reasons.push(format!(
                 "dry not offered: the facility water at {fs_now:.1} °C is not reaching its {f_keep:.1} °C setpoint with the adiabatic assist on, and dry would take the assist away"
@@ -2362,17 +2534,36 @@ impl Coordinated {
         }
         if let (Some(_), true) = (budget_left, settling) {
             reasons.push(format!(
-                "write allowance: settling until {:.1} h, the first day of plans out of the learning day: the twin is still calibrating and the setpoints move with it at the plain price of a write, outside the allowance of {:.0} writes a week ({:.1} a CDU), which starts then",
+                "write allowance: settling until {:.1} h, the first day of plans out of the learning day: the twin is still calibrating and the setpoints move with it at the plain price of a write, outside the allowance of {:.0} writes a week ({:.1} a CDU{}), which starts then",
                 self.settle_until_s.unwrap_or(input.now_s) / 3600.0,
                 (p.write_budget_per_cdu_week * nc as f64).floor(),
                 p.write_budget_per_cdu_week,
+                if split {
+                    format!(
+                        ", the CDUs' writes only; the facility water's and the heat-rejection mode's: {:.0} a week, {:.1} a hall",
+                        (p.facility_write_budget_per_hall_week * n_halls as f64).floor(),
+                        p.facility_write_budget_per_hall_week
+                    )
+                } else {
+                    String::new()
+                },
             ));
         } else if let Some(left) = budget_left {
             reasons.push(format!(
-                "write allowance: {writes_used} of {:.0} setpoint writes used in the last 7 days ({:.1} a CDU a week), {left} left; a write is charged {:.1} × its price{}",
+                "write allowance: {writes_used} of {:.0} setpoint writes{} used in the last 7 days ({:.1} a CDU a week), {left} left; a write is charged {:.1} × its price{}{}",
                 (p.write_budget_per_cdu_week * nc as f64).floor(),
+                if split { " to the CDUs" } else { "" },
                 p.write_budget_per_cdu_week,
                 price_mult,
+                match fac_allowance {
+                    Some((fac_left, m)) => format!(
+                        "; to the facility water systems (setpoint and heat-rejection mode) {fac_writes_used} of {:.0} ({:.1} a hall a week), {} left, a write charged {m:.1} × its price",
+                        (p.facility_write_budget_per_hall_week * n_halls as f64).floor(),
+                        p.facility_write_budget_per_hall_week,
+                        fac_left.unwrap_or(0)
+                    ),
+                    None => String::new(),
+                },
                 if budget_refused > 0 {
                     format!("; {budget_refused} candidates need more than half the writes left (a move must leave enough to undo it) and are not made")
                 } else {
@@ -2406,7 +2597,7 @@ impl Coordinated {
                 if keep_ok && !first_plan && score >= keep_ahead.unwrap_or(k.kwh_per_gpu_h) * (1.0 - p.min_gain) =>
             {
                 reasons.push(format!(
-                    "holding CDU supply {:.1} °C, flow {:.0} % of design, facility water {:.1} °C, heat rejection {}: the best candidate ({:.0} °C, {:.0} %, {:.0} °C, {}) would save {:.3} % of facility energy per unit of work{}, not enough for its {writes} setpoint writes (each charged {:.1} kWh over the {amortise_h:.1} h its setpoints are expected to stand) and the {:.2} % threshold",
+                    "holding CDU supply {:.1} °C, flow {:.0} % of design, facility water {:.1} °C, heat rejection {}: the best candidate ({:.0} °C, {:.0} %, {:.0} °C, {}) would save {:.3} % of facility energy per unit of work{}, not enough for its {writes} setpoint writes (each charged {} over the {amortise_h:.1} h its setpoints are expected to stand) and the {:.2} % threshold",
                     keep_sp.cdu_supply_c,
                     keep_sp.cdu_flow_frac * 100.0,
                     keep_sp.facility_supply_c,
@@ -2421,7 +2612,11 @@ impl Coordinated {
                     } else {
                         String::new()
                     },
-                    write_cost,
+                    if split {
+                        format!("{write_cost:.1} kWh a CDU write, {fac_write_cost:.1} kWh a facility write")
+                    } else {
+                        format!("{write_cost:.1} kWh")
+                    },
                     p.min_gain * 100.0
                 ));
                 (keep_sp, k)
@@ -2662,29 +2857,45 @@ impl Coordinated {
         if !first_plan && !probe_on && chosen.rejection_mode != keep_sp.rejection_mode {
             self.mode_left = Some((keep_sp.rejection_mode, now));
         }
+        // A facility-water move back to where the last one came from, within the undo window:
+        // remembered (`fac_regret_s`).
+        if !first_plan {
+            self.fac_moves
+                .note(now, keep_sp.facility_supply_c, chosen.facility_supply_c, db);
+        }
         // A move's writes count against the week's allowance, and so does a return from a
         // fallback (stale inputs) after the first plan; the first move out of the learning day
         // does not.
         if self.held != Some(chosen) && (!first_plan || self.last_move_s.is_some()) && !settling {
-            let (w, _) = write_kw(
+            let (wc, wf, _) = write_kw(
                 chosen.cdu_supply_c,
                 chosen.cdu_flow_frac,
                 chosen.facility_supply_c,
                 chosen.rejection_mode,
             );
-            if w > 0 {
-                self.moves_writes.push((now, w));
+            if wc + wf > 0 {
+                self.moves_writes.push((now, wc, wf));
             }
         }
         let write_allowance = budget_left.map(|_| {
             let allowance = (p.write_budget_per_cdu_week * nc as f64).floor() as u32;
-            let used: u32 = self.moves_writes.iter().map(|(_, w)| *w).sum();
+            let used_c: u32 = self.moves_writes.iter().map(|(_, w, _)| *w).sum();
+            let used_f: u32 = self.moves_writes.iter().map(|(_, _, w)| *w).sum();
+            let used = if split { used_c } else { used_c + used_f };
             WriteAllowance {
                 allowance,
                 used,
                 left: allowance.saturating_sub(used),
                 refused_candidates: budget_refused,
                 settling,
+                facility: split.then(|| {
+                    let allowance = (p.facility_write_budget_per_hall_week * n_halls as f64).floor() as u32;
+                    WritePool {
+                        allowance,
+                        used: used_f,
+                        left: allowance.saturating_sub(used_f),
+                    }
+                }),
             }
         });
         if self.held != Some(chosen) || first_plan {
@@ -2972,6 +3183,12 @@ impl Policy for Coordinated {
         if self.params.write_budget_per_cdu_week != d.write_budget_per_cdu_week {
             s.push_str(&format!(":write-budget={}", self.params.write_budget_per_cdu_week));
         }
+        if self.params.facility_write_budget_per_hall_week != d.facility_write_budget_per_hall_week {
+            s.push_str(&format!(
+                ":facility-write-budget={}",
+                self.params.facility_write_budget_per_hall_week
+            ));
+        }
         if self.params.settle_s != d.settle_s {
             s.push_str(&format!(":settle-h={}", self.params.settle_s / 3600.0));
         }
@@ -2989,6 +3206,9 @@ impl Policy for Coordinated {
         }
         if self.params.mode_return_s != d.mode_return_s {
             s.push_str(&format!(":mode-return-h={}", self.params.mode_return_s / 3600.0));
+        }
+        if self.params.fac_regret_s != d.fac_regret_s {
+            s.push_str(&format!(":regret-h={}", self.params.fac_regret_s / 3600.0));
         }
         if self.params.chiller_gap_margin_k != d.chiller_gap_margin_k {
             s.push_str(&format!(":chiller-margin-k={}", self.params.chiller_gap_margin_k));
@@ -3451,6 +3671,73 @@ mod tests {
         // Samples older than two days are dropped.
         w.push(3.0 * 86_400.0, 10.0, 5.0);
         assert!(w.samples.front().unwrap().0 >= 86_400.0 - 1e-9);
+    }
+
+    /// Split, the CDUs' writes and the facility's are each held against their own allowance;
+    /// not split, all against the one.
+    #[test]
+    fn a_split_allowance_keeps_the_cdus_writes_off_the_facilitys() {
+        // One allowance: every write against it.
+        assert!(leaves_enough(Some(26), None, 12, 1));
+        assert!(!leaves_enough(Some(24), None, 12, 1));
+        assert!(leaves_enough(None, None, 500, 500));
+        // Split: the CDUs' writes against theirs, the facility's against its own.
+        assert!(leaves_enough(Some(24), Some(Some(2)), 12, 1));
+        assert!(!leaves_enough(Some(23), Some(Some(50)), 12, 0));
+        assert!(!leaves_enough(Some(24), Some(Some(1)), 0, 1));
+        assert!(leaves_enough(Some(0), Some(Some(40)), 0, 20));
+        assert!(!leaves_enough(Some(0), Some(Some(40)), 1, 0));
+    }
+
+    /// A facility move undone within the window is remembered; a small step or an undo after
+    /// the window is not; the memory blocks halfway or further towards where the move went while
+    /// the air is as it was, and lapses.
+    #[test]
+    fn a_facility_move_the_plans_undo_is_not_made_again_while_the_air_is_as_it_was() {
+        let mut p = Coordinated::new(CoordinatedParams {
+            fac_regret_s: 12.0 * 3600.0,
+            ..Default::default()
+        });
+        let h = 3600.0;
+        p.fac_moves.note(61.0 * h, 30.0, 24.0, 31.0);
+        assert!(p.fac_moves.regret.is_none());
+        p.fac_moves.note(62.25 * h, 24.0, 30.0, 31.5);
+        let g = p.fac_moves.regret.expect("an undo within 3 h is remembered");
+        assert_eq!((g.from_c, g.to_c, g.dry_bulb_c), (30.0, 24.0, 31.5));
+        let hold = 12.0 * h;
+        assert!(g.blocks(27.0, 31.5, 63.0 * h, hold), "halfway is refused");
+        assert!(
+            g.blocks(24.0, 30.0, 63.0 * h, hold),
+            "air under 2 K cooler: still refused"
+        );
+        assert!(!g.blocks(28.0, 31.5, 63.0 * h, hold), "less than halfway is free");
+        assert!(
+            !g.blocks(27.0, 29.4, 63.0 * h, hold),
+            "air more than 2 K cooler frees it"
+        );
+        assert!(!g.blocks(24.0, 31.5, 74.5 * h, hold), "the memory lapses");
+        // The other way: a move to warmer water undone.
+        let w = FacRegret {
+            t_s: 0.0,
+            from_c: 26.0,
+            to_c: 30.0,
+            dry_bulb_c: 20.0,
+        };
+        assert!(w.blocks(28.0, 20.0, 1.0, hold) && w.blocks(31.0, 21.9, 1.0, hold));
+        assert!(!w.blocks(27.0, 20.0, 1.0, hold) && !w.blocks(30.0, 22.1, 1.0, hold));
+        // An undo after the window, or of a 1 K step, is not remembered.
+        let mut q = Coordinated::new(p.params);
+        q.fac_moves.note(0.0, 30.0, 26.0, 25.0);
+        q.fac_moves.note(3.5 * h, 26.0, 30.0, 25.0);
+        assert!(q.fac_moves.regret.is_none());
+        q.fac_moves.note(4.0 * h, 30.0, 29.0, 25.0);
+        q.fac_moves.note(4.5 * h, 29.0, 30.0, 25.0);
+        assert!(q.fac_moves.regret.is_none());
+        // Holding is not a move: the last move stays the one an undo is judged against.
+        q.fac_moves.note(5.0 * h, 30.0, 27.0, 25.0);
+        q.fac_moves.note(5.5 * h, 27.0, 27.0, 25.0);
+        q.fac_moves.note(6.0 * h, 27.0, 30.0, 25.0);
+        assert!(q.fac_moves.regret.is_some());
     }
 
     /// The week's write allowance: what is left, and a price that rises as it is used, capped;

@@ -25,7 +25,7 @@ use std::fmt;
 pub mod coordinated;
 pub mod dvfs;
 pub use coordinated::{
-    Coordinated, CoordinatedParams, EnergyPlan, HeatPumpPlate, PlanPrediction, PlanSetpoints, WriteAllowance,
+    Coordinated, CoordinatedParams, EnergyPlan, HeatPumpPlate, PlanPrediction, PlanSetpoints, WriteAllowance, WritePool,
 };
 
 /// Equipment limits and design values of one CDU, from the site file (nameplate, not plant truth).
@@ -448,7 +448,7 @@ impl std::error::Error for UnknownPolicy {}
 /// trades EEPROM wear against energy (`RESULTS.md` measures the trade-off), and a hard weekly
 /// allowance of writes, the adiabatic probe, the hold on returning to a heat-rejection mode and
 /// the chillers' margin on the CDUs' approach.
-pub const COORDINATED_PARAMETERS: [(&str, &str); 12] = [
+pub const COORDINATED_PARAMETERS: [(&str, &str); 14] = [
     (
         "write-kwh",
         "energy a setpoint write is charged, kWh at CDUs of 1,440 kW design (0 to 1000)",
@@ -460,6 +460,14 @@ pub const COORDINATED_PARAMETERS: [(&str, &str); 12] = [
     (
         "write-budget",
         "most setpoint writes the policy's moves may take in any 7 days, per CDU (0: no cap; up to 1000)",
+    ),
+    (
+        "facility-write-budget",
+        "with write-budget: an allowance of the facility water systems' own (setpoint and heat-rejection mode writes in any 7 days, per hall; write-budget then counts the CDUs' writes only; 0: one allowance for all; up to 1000)",
+    ),
+    (
+        "regret-h",
+        "a facility-water move the plans undo within 3 h is not made again (halfway or further) for this long while the outdoor air is as it was, h (0: no such memory; up to 48)",
     ),
     (
         "settle-h",
@@ -537,22 +545,36 @@ fn coordinated_params(
             "write-kwh" if (0.0..=1000.0).contains(&x) => p.write_cost_kwh = x,
             "write-hold-h" if (1.0..=168.0).contains(&x) => p.write_amortise_max_s = x * 3600.0,
             "write-budget" if (0.0..=1000.0).contains(&x) => p.write_budget_per_cdu_week = x,
+            "facility-write-budget" if (0.0..=1000.0).contains(&x) => p.facility_write_budget_per_hall_week = x,
             "settle-h" if (0.0..=168.0).contains(&x) => p.settle_s = x * 3600.0,
             "ahead-h" if (0.0..=24.0).contains(&x) => p.ahead_s = x * 3600.0,
             "ahead-stages" if x == 1.0 || x == 2.0 => p.ahead_two_stage = x == 2.0,
             "probe-h" if (0.0..=24.0).contains(&x) => p.probe_assist_s = x * 3600.0,
             "mode-return-h" if (0.0..=24.0).contains(&x) => p.mode_return_s = x * 3600.0,
+            "regret-h" if (0.0..=48.0).contains(&x) => p.fac_regret_s = x * 3600.0,
             "chiller-margin-k" if (1.0..=10.0).contains(&x) => p.chiller_gap_margin_k = x,
             "tank-pressure-frac" if (0.1..=0.75).contains(&x) => p.tank_pressure_frac = x,
             "tank-heat-h" if (0.0..=168.0).contains(&x) => p.tank_heat_memory_s = x * 3600.0,
             "tank-full-frac" if (0.1..=1.0).contains(&x) => p.tank_full_load_frac = x,
             "ahead-stages" => return Err(bad(format!("ahead-stages = {x} is neither 1 nor 2"))),
-            "write-kwh" | "write-hold-h" | "write-budget" | "settle-h" | "ahead-h" | "probe-h" | "mode-return-h"
-            | "chiller-margin-k" | "tank-pressure-frac" | "tank-heat-h" | "tank-full-frac" => {
+            "write-kwh"
+            | "write-hold-h"
+            | "write-budget"
+            | "facility-write-budget"
+            | "regret-h"
+            | "settle-h"
+            | "ahead-h"
+            | "probe-h"
+            | "mode-return-h"
+            | "chiller-margin-k"
+            | "tank-pressure-frac"
+            | "tank-heat-h"
+            | "tank-full-frac" => {
                 let range = match k {
-                    "write-kwh" | "write-budget" => "[0, 1000]",
+                    "write-kwh" | "write-budget" | "facility-write-budget" => "[0, 1000]",
                     "write-hold-h" => "[1, 168]",
                     "settle-h" => "[0, 168]",
+                    "regret-h" => "[0, 48]",
                     "chiller-margin-k" => "[1, 10]",
                     "tank-pressure-frac" => "[0.1, 0.75]",
                     "tank-heat-h" => "[0, 168]",
@@ -566,6 +588,12 @@ fn coordinated_params(
                 return Err(bad(format!("no parameter `{k}` (known: {})", known.join(", "))));
             }
         }
+    }
+    // The facility's own allowance splits the one allowance: refused without it, not ignored.
+    if p.facility_write_budget_per_hall_week > 0.0 && p.write_budget_per_cdu_week <= 0.0 {
+        return Err(bad(
+            "facility-write-budget splits a write allowance into the CDUs' and the facility's: give it with write-budget".into(),
+        ));
     }
     // A settling day only means something to an allowance: refused alone, not ignored.
     if p.settle_s != base.settle_s && p.write_budget_per_cdu_week <= 0.0 {
@@ -1523,6 +1551,22 @@ mod tests {
             by_name("coordinated:write-budget=5:settle-h=0").unwrap().label(),
             "coordinated:write-budget=5:settle-h=0"
         );
+        let e = err("coordinated:facility-write-budget=50");
+        assert!(e.contains("give it with write-budget"), "{e}");
+        let e = err("coordinated:write-budget=1:facility-write-budget=1001");
+        assert!(
+            e.contains("facility-write-budget = 1001") && e.contains("[0, 1000]"),
+            "{e}"
+        );
+        assert_eq!(
+            by_name("coordinated:write-budget=1:facility-write-budget=50:regret-h=12")
+                .unwrap()
+                .label(),
+            "coordinated:write-budget=1:facility-write-budget=50:regret-h=12"
+        );
+        let e = err("coordinated:regret-h=49");
+        assert!(e.contains("regret-h = 49") && e.contains("[0, 48]"), "{e}");
+        assert_eq!(by_name("coordinated:regret-h=0").unwrap().label(), "coordinated");
         let e = err("coordinated:ahead-stages=3");
         assert!(e.contains("ahead-stages = 3") && e.contains("neither 1 nor 2"), "{e}");
         assert_eq!(

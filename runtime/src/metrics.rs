@@ -422,8 +422,23 @@ impl DaemonMetrics {
         o.family(
             "coolplane_write_allowance_writes",
             "gauge",
-            "The policy's weekly setpoint-write allowance after its last plan: the allowance, the writes its moves took in the last 7 days, and what is left.",
+            "The policy's weekly setpoint-write allowance after its last plan: the allowance, the writes its moves took in the last 7 days, and what is left (the CDUs' writes only where the facility water systems have an allowance of their own).",
             &wa,
+        );
+        let fa: Vec<(String, f64)> = c
+            .write_allowance
+            .and_then(|a| a.facility)
+            .iter()
+            .flat_map(|f| {
+                [("allowance", f.allowance), ("used", f.used), ("left", f.left)]
+                    .map(|(k, v)| (format!("{{kind=\"{k}\"}}"), f64::from(v)))
+            })
+            .collect();
+        o.family(
+            "coolplane_write_allowance_facility_writes",
+            "gauge",
+            "Where the policy's write allowance is split: the facility water systems' own (setpoint and heat-rejection mode writes) after its last plan: the allowance, the writes its moves took in the last 7 days, and what is left.",
+            &fa,
         );
         let ev: Vec<(String, f64)> = ["info", "warning", "critical"]
             .iter()

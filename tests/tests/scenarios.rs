@@ -644,6 +644,91 @@ fn coordinated_keeps_its_setpoint_writes_within_the_weeks_allowance() {
     assert_eq!(capped.report.kpis.throttle_gpu_s, 0.0);
 }
 
+/// Beijing's peak-heat week (day 194) after a 48 h warm-up, with the allowance split: one write
+/// per CDU a week for the CDUs, 50 a week for the hall's facility water system. The plans carry
+/// both allowances and name the facility's; no CDU takes more than its allowance in the week and
+/// the facility water system no more than its own. On the second afternoon the facility water
+/// goes 30 → 24 °C and back within about an hour (the cooling model's error near the dry coolers'
+/// full speed); with `regret-h=12` the plans remember it and do not take the water halfway there
+/// again while the air is as hot (every plan that says so holds water warmer than the halfway
+/// mark), where without the memory the plans go back (30 → 23 °C at 64.75 h when measured).
+#[test]
+fn coordinated_splits_its_allowance_and_does_not_repeat_a_facility_move_it_undid() {
+    let Some(data) = data_dir() else { return };
+    let mut s = spec(7.0, 48.0);
+    s.weather.source = data.join("CHN_Beijing.Beijing.545110_IWEC.epw").display().to_string();
+    s.weather.start_day = Some(194.0);
+    let plain = run_spec(&s, "coordinated:write-budget=1:facility-write-budget=50");
+    let regret = run_spec(&s, "coordinated:write-budget=1:facility-write-budget=50:regret-h=12");
+    let mut marks = Vec::new();
+    for p in regret.plans.iter().filter(|p| p.status == "optimised") {
+        let after_settling = p.t_s >= 48.0 * 3600.0 + 1.0;
+        if after_settling {
+            let a = p.write_allowance.expect("allowance");
+            let f = a.facility.expect("the facility's own allowance");
+            assert_eq!((a.allowance, f.allowance), (12, 50), "{a:?}");
+            let line = p
+                .reasons
+                .iter()
+                .find(|r| r.starts_with("write allowance: "))
+                .expect("allowance line");
+            assert!(
+                line.contains("setpoint writes to the CDUs used") && line.contains("to the facility water systems"),
+                "{line}"
+            );
+        }
+        if let Some(line) = p
+            .reasons
+            .iter()
+            .find(|r| r.starts_with("facility water not taken to or below "))
+        {
+            let mark: f64 = line["facility water not taken to or below ".len()..]
+                .split(' ')
+                .next()
+                .and_then(|x| x.parse().ok())
+                .unwrap_or_else(|| panic!("no mark in {line}"));
+            let sp = p.setpoints.expect("setpoints");
+            assert!(sp.facility_supply_c > mark, "{sp:?} with {line}");
+            marks.push((p.t_s, mark));
+        }
+    }
+    assert!(marks.len() >= 4, "{} plans remember an undone move", marks.len());
+    assert!(
+        plain
+            .plans
+            .iter()
+            .all(|p| !p.reasons.iter().any(|r| r.starts_with("facility water not taken"))),
+        "no memory without regret-h"
+    );
+    // Without the memory the plans take the water there again: the memory changed a decision.
+    let repeated = marks.iter().any(|(t, mark)| {
+        plain
+            .plans
+            .iter()
+            .find(|p| (p.t_s - t).abs() < 1.0)
+            .and_then(|p| p.setpoints)
+            .is_some_and(|sp| sp.facility_supply_c <= *mark)
+    });
+    assert!(
+        repeated,
+        "without regret-h no plan went back where the memory refused: {marks:?}"
+    );
+    for r in [&plain, &regret] {
+        let k = &r.report.kpis;
+        assert!(
+            k.setpoint_writes_max_cdu <= 1,
+            "{} writes to a CDU",
+            k.setpoint_writes_max_cdu
+        );
+        assert!(
+            k.setpoint_writes_max_facility <= 50,
+            "{} facility writes",
+            k.setpoint_writes_max_facility
+        );
+        assert_eq!(k.throttle_gpu_s, 0.0);
+    }
+}
+
 /// Singapore's peak-heat week (day 154) after a 48 h warm-up: the firmware never stages the
 /// assist while `coordinated` learns (trim-respond) or in its first day of plans, so the air model
 /// has no samples of it on and cannot compare the modes. After that day the policy probes: a plan

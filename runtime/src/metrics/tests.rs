@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::snapshot::{CduState, SiteState};
-use coolplane_policies::{EnergyPlan, WriteAllowance};
+use coolplane_policies::{EnergyPlan, WriteAllowance, WritePool};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// A strict parser of the text exposition format: returns family name → type, and every
@@ -167,6 +167,7 @@ fn populated() -> DaemonMetrics {
         left: 60 - used,
         refused_candidates,
         settling,
+        facility: None,
     };
     let mut obs = Observer::default();
     obs.observe_plans(&[
@@ -344,6 +345,7 @@ fn the_settling_day_shows_on_the_allowance() {
             left: 60,
             refused_candidates: 0,
             settling,
+            facility: None,
         }),
         ..Default::default()
     };
@@ -364,4 +366,43 @@ fn the_settling_day_shows_on_the_allowance() {
     m.update(&Snapshot::default(), Vec::new(), None, &obs.counts, 0.001);
     let (_, s) = parse(&m.render());
     assert!(!s.iter().any(|(n, _, _)| n == "coolplane_write_allowance_settling"));
+}
+
+#[test]
+fn a_split_allowance_shows_the_facilitys_own() {
+    let render = |facility: Option<WritePool>| {
+        let mut obs = Observer::default();
+        obs.observe_plans(&[EnergyPlan {
+            status: "optimised".into(),
+            write_allowance: Some(WriteAllowance {
+                allowance: 12,
+                used: 0,
+                left: 12,
+                refused_candidates: 0,
+                settling: false,
+                facility,
+            }),
+            ..Default::default()
+        }]);
+        let m = DaemonMetrics::default();
+        m.update(&Snapshot::default(), Vec::new(), None, &obs.counts, 0.001);
+        parse(&m.render()).1
+    };
+    let s = render(Some(WritePool {
+        allowance: 50,
+        used: 41,
+        left: 9,
+    }));
+    let f = |kind| value(&s, "coolplane_write_allowance_facility_writes", &[("kind", kind)]);
+    assert_eq!((f("allowance"), f("used"), f("left")), (50.0, 41.0, 9.0));
+    // The CDUs' allowance is the main family's.
+    assert_eq!(
+        value(&s, "coolplane_write_allowance_writes", &[("kind", "allowance")]),
+        12.0
+    );
+    // One allowance for all writes: no facility sample.
+    let s = render(None);
+    assert!(!s
+        .iter()
+        .any(|(n, _, _)| n == "coolplane_write_allowance_facility_writes"));
 }
