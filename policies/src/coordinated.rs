@@ -190,7 +190,7 @@ pub struct CoordinatedParams {
     /// [`FAC_UNDO_WINDOW_S`]) was the cooling model's error, not the plant's: the model is
     /// anchored at the meters, so at the new setpoint it measured what it had mispredicted and
     /// went back (on hall-10k near the dry coolers' full speed: 30 → 24 → 30 → 23 → 30 °C in
-    /// three hours, every step predicted to save). For this long after the undo, s, the facility
+    /// under five hours, every step predicted to save). For this long after the undo, s, the facility
     /// water is not moved halfway or further towards the setpoint it left again, while the
     /// outdoor dry-bulb is within [`FAC_REGRET_AIR_K`] of the air at the undo on the side that
     /// made the move a mistake; 0 (the default): no such memory.
@@ -307,7 +307,7 @@ fn write_allowance(budget: f64, used: u32) -> (Option<u32>, f64) {
 /// (`fac_regret_s`), s.
 pub const FAC_UNDO_WINDOW_S: f64 = 3.0 * 3600.0;
 /// The outdoor dry-bulb, cooler (a move to colder water undone) or warmer (to warmer water) by
-/// more than this than at the undo, frees the facility water from the memory of it, K.
+/// this much or more than at the undo, frees the facility water from the memory of it, K.
 pub const FAC_REGRET_AIR_K: f64 = 2.0;
 
 /// A facility-water move from `from_c` to `to_c` that the plans undid at `t_s`, the outdoor
@@ -378,6 +378,10 @@ impl FacMoves {
                     to_c: to,
                     dry_bulb_c: db_c,
                 });
+                // The undo is not itself a move a later one can undo: going back again is a
+                // new move, not a second mistake in the other direction.
+                self.last = None;
+                return;
             }
         }
         self.last = Some((now_s, from_c, to_c));
@@ -1891,7 +1895,7 @@ impl Coordinated {
         let cdu_writes_used: u32 = self.moves_writes.iter().map(|(_, w, _)| *w).sum();
         let fac_writes_used: u32 = self.moves_writes.iter().map(|(_, _, w)| *w).sum();
         // One allowance for every write, or the CDUs' and the facility's apart.
-        let split = p.facility_write_budget_per_hall_week > 0.0;
+        let split = p.facility_write_budget_per_hall_week > 0.0 && p.write_budget_per_cdu_week > 0.0;
         let writes_used = if split {
             cdu_writes_used
         } else {
@@ -2267,7 +2271,11 @@ impl Coordinated {
         let returning = |mode: RejectionMode| mode_left.is_some_and(|(m0, _)| m0 == mode);
         let mut mode_returns = 0u32;
         // A facility-water move the plans undid (`fac_regret_s`).
-        let regret = self.fac_moves.regret.filter(|g| input.now_s - g.t_s < p.fac_regret_s);
+        // Only optional moves: a move the limits force may go anywhere they allow.
+        let regret = self
+            .fac_moves
+            .regret
+            .filter(|g| keep_ok && input.now_s - g.t_s < p.fac_regret_s);
         let mut regret_refused = 0u32;
         // (setpoints, the hour's prediction, score, writes, kWh per GPU-hour over the hours ahead)
         let mut best: Option<(PlanSetpoints, PlanPrediction, f64, u32, f64)> = None;
@@ -2488,7 +2496,7 @@ impl Coordinated {
         }
         if let (Some(g), true) = (regret, regret_refused > 0) {
             reasons.push(format!(
-                "facility water not taken {} {:.1} °C before {:.1} h ({regret_refused} candidates): the plan moved it {:.1} → {:.1} °C and back within {:.0} h (undone at {:.1} h, dry bulb {:.1} °C), the cooling model's error there; until the dry bulb is {:.0} K {} than then",
+                "facility water not taken {} {:.1} °C before {:.1} h ({regret_refused} facility setpoints of the CDU candidates): the plan moved it {:.1} → {:.1} °C and back within {:.0} h (undone at {:.1} h, dry bulb {:.1} °C), the cooling model's error there; until the dry bulb is {:.0} K {} than then",
                 if g.to_c < g.from_c { "to or below" } else { "to or above" },
                 0.5 * (g.from_c + g.to_c),
                 (g.t_s + p.fac_regret_s) / 3600.0,
@@ -2592,6 +2600,9 @@ impl Coordinated {
                 }
             ));
         }
+        // The plan moves by its own choice (an optional move from the candidates), not because
+        // the limits force it, to design or to relieve a tank.
+        let mut chosen_by_choice = false;
         let (mut chosen, mut pred) = match (best, keep) {
             (Some((sp, _, score, writes, ahead_kwh)), Some(k))
                 if keep_ok && !first_plan && score >= keep_ahead.unwrap_or(k.kwh_per_gpu_h) * (1.0 - p.min_gain) =>
@@ -2622,6 +2633,7 @@ impl Coordinated {
                 (keep_sp, k)
             }
             (Some((sp, pred, _, writes, ahead_kwh)), k) => {
+                chosen_by_choice = keep_ok;
                 if let Some(k) = k {
                     reasons.push(format!(
                         "CDU supply {:.1} → {:.0} °C, flow {:.0} → {:.0} % of design, facility water {:.1} → {:.0} °C, heat rejection {} → {}: predicted facility {:.0} → {:.0} kW ({:+.0} kW of cooling, {:+.0} kW of IT from die temperature), work {:+.3} %, energy per unit of work {:+.3} % ({writes} setpoint writes)",
@@ -2669,9 +2681,14 @@ impl Coordinated {
                 }
                 (sp, pred)
             }
-            (None, Some(k)) if keep_ok && !first_plan && budget_refused > 0 => {
+            (None, Some(k)) if keep_ok && !first_plan && (budget_refused > 0 || regret_refused > 0) => {
+                let why = match (budget_refused > 0, regret_refused > 0) {
+                    (true, false) => "needs more than half the setpoint writes the week's allowance has left (a move must leave enough to undo it)",
+                    (false, true) => "takes the facility water where the plans undid a move (above)",
+                    _ => "needs more than half the setpoint writes the week's allowance has left (a move must leave enough to undo it) or takes the facility water where the plans undid a move (above)",
+                };
                 reasons.push(format!(
-                    "holding CDU supply {:.1} °C, flow {:.0} % of design, facility water {:.1} °C, heat rejection {}: every move that passes the limits needs more than half the setpoint writes the week's allowance has left (a move must leave enough to undo it)",
+                    "holding CDU supply {:.1} °C, flow {:.0} % of design, facility water {:.1} °C, heat rejection {}: every move that passes the limits {why}",
                     keep_sp.cdu_supply_c,
                     keep_sp.cdu_flow_frac * 100.0,
                     keep_sp.facility_supply_c,
@@ -2858,10 +2875,14 @@ impl Coordinated {
             self.mode_left = Some((keep_sp.rejection_mode, now));
         }
         // A facility-water move back to where the last one came from, within the undo window:
-        // remembered (`fac_regret_s`).
-        if !first_plan {
-            self.fac_moves
-                .note(now, keep_sp.facility_supply_c, chosen.facility_supply_c, db);
+        // remembered (`fac_regret_s`). The move is from the last plan's target (the setpoints in
+        // force may lag it), noted where the plan chose it; any other change of target (forced
+        // by the limits, to design, relieving a tank, out of a fallback) starts afresh.
+        let fac_from = self.held.map_or(keep_sp.facility_supply_c, |h| h.facility_supply_c);
+        if !first_plan && chosen_by_choice {
+            self.fac_moves.note(now, fac_from, chosen.facility_supply_c, db);
+        } else if first_plan || (chosen.facility_supply_c - fac_from).abs() > 0.5 {
+            self.fac_moves.last = None;
         }
         // A move's writes count against the week's allowance, and so does a return from a
         // fallback (stale inputs) after the first plan; the first move out of the learning day
@@ -3733,6 +3754,14 @@ mod tests {
         q.fac_moves.note(4.0 * h, 30.0, 29.0, 25.0);
         q.fac_moves.note(4.5 * h, 29.0, 30.0, 25.0);
         assert!(q.fac_moves.regret.is_none());
+        // Going back again after an undo is a new move, not a mistake in the other direction:
+        // the memory stays the first one's.
+        let mut u = FacMoves::default();
+        u.note(0.0, 30.0, 24.0, 30.0);
+        u.note(0.5 * h, 24.0, 30.0, 30.0);
+        u.note(1.0 * h, 30.0, 24.0, 27.0);
+        assert_eq!(u.regret.map(|g| (g.from_c, g.to_c)), Some((30.0, 24.0)));
+        assert_eq!(u.last, Some((1.0 * h, 30.0, 24.0)));
         // Holding is not a move: the last move stays the one an undo is judged against.
         q.fac_moves.note(5.0 * h, 30.0, 27.0, 25.0);
         q.fac_moves.note(5.5 * h, 27.0, 27.0, 25.0);

@@ -446,8 +446,10 @@ impl std::error::Error for UnknownPolicy {}
 /// Parameters `coordinated` and `coordinated-auto` take after their name, `:key=value` each
 /// (`coordinated:write-kwh=12:write-hold-h=4`): the operator's price of a setpoint write, which
 /// trades EEPROM wear against energy (`RESULTS.md` measures the trade-off), and a hard weekly
-/// allowance of writes, the adiabatic probe, the hold on returning to a heat-rejection mode and
-/// the chillers' margin on the CDUs' approach.
+/// allowance of writes (one for all writes, or the CDUs' and the facility water systems' apart),
+/// the memory of a facility-water move the plans undid, the settling day, the hours of air
+/// ahead, the adiabatic probe, the hold on returning to a heat-rejection mode, the chillers'
+/// margin on the CDUs' approach and the tanks' pressure band and heat memory.
 pub const COORDINATED_PARAMETERS: [(&str, &str); 14] = [
     (
         "write-kwh",

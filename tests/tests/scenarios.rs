@@ -661,12 +661,16 @@ fn coordinated_splits_its_allowance_and_does_not_repeat_a_facility_move_it_undid
     let plain = run_spec(&s, "coordinated:write-budget=1:facility-write-budget=50");
     let regret = run_spec(&s, "coordinated:write-budget=1:facility-write-budget=50:regret-h=12");
     let mut marks = Vec::new();
+    let mut fac_used = 0;
     for p in regret.plans.iter().filter(|p| p.status == "optimised") {
         let after_settling = p.t_s >= 48.0 * 3600.0 + 1.0;
         if after_settling {
             let a = p.write_allowance.expect("allowance");
             let f = a.facility.expect("the facility's own allowance");
             assert_eq!((a.allowance, f.allowance), (12, 50), "{a:?}");
+            // The CDUs never moved after the settling day: every write went to the facility's.
+            assert_eq!(a.used, 0, "{a:?} at {} h", p.t_s / 3600.0);
+            fac_used = fac_used.max(f.used);
             let line = p
                 .reasons
                 .iter()
@@ -693,6 +697,11 @@ fn coordinated_splits_its_allowance_and_does_not_repeat_a_facility_move_it_undid
         }
     }
     assert!(marks.len() >= 4, "{} plans remember an undone move", marks.len());
+    assert!(
+        fac_used >= 20 && u64::from(fac_used) == regret.report.kpis.setpoint_writes_max_facility,
+        "the facility's allowance used {fac_used}, the plant counted {}",
+        regret.report.kpis.setpoint_writes_max_facility
+    );
     assert!(
         plain
             .plans
