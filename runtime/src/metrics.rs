@@ -405,14 +405,15 @@ impl DaemonMetrics {
             "Candidate moves the weekly write allowance refused (each needed more than half of the writes left).",
             Some(c.allowance_refused as f64),
         );
-        let wa: Vec<(String, f64)> = c
+        // An allowance's samples by kind: the allowance, the writes used, what is left.
+        let pool = |allowance: u32, used: u32, left: u32| -> Vec<(String, f64)> {
+            [("allowance", allowance), ("used", used), ("left", left)]
+                .map(|(k, v)| (format!("{{kind=\"{k}\"}}"), f64::from(v)))
+                .to_vec()
+        };
+        let wa = c
             .write_allowance
-            .iter()
-            .flat_map(|a| {
-                [("allowance", a.allowance), ("used", a.used), ("left", a.left)]
-                    .map(|(k, v)| (format!("{{kind=\"{k}\"}}"), f64::from(v)))
-            })
-            .collect();
+            .map_or_else(Vec::new, |a| pool(a.allowance, a.used, a.left));
         o.one(
             "coolplane_write_allowance_settling",
             "gauge",
@@ -425,15 +426,10 @@ impl DaemonMetrics {
             "The policy's weekly setpoint-write allowance after its last plan: the allowance, the writes its moves took in the last 7 days, and what is left (the CDUs' writes only where the facility water systems have an allowance of their own).",
             &wa,
         );
-        let fa: Vec<(String, f64)> = c
+        let fa = c
             .write_allowance
             .and_then(|a| a.facility)
-            .iter()
-            .flat_map(|f| {
-                [("allowance", f.allowance), ("used", f.used), ("left", f.left)]
-                    .map(|(k, v)| (format!("{{kind=\"{k}\"}}"), f64::from(v)))
-            })
-            .collect();
+            .map_or_else(Vec::new, |f| pool(f.allowance, f.used, f.left));
         o.family(
             "coolplane_write_allowance_facility_writes",
             "gauge",
