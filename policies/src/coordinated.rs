@@ -193,7 +193,8 @@ pub struct CoordinatedParams {
     /// under five hours, every step predicted to save). For this long after the undo, s, the facility
     /// water is not moved halfway or further towards the setpoint it left again, while the
     /// outdoor dry-bulb is within [`FAC_REGRET_AIR_K`] of the air at the undo on the side that
-    /// made the move a mistake; 0 (the default): no such memory.
+    /// made the move a mistake; 0 (the default): no such memory. The memory is kept in memory
+    /// only, as the write allowance is: a restarted policy has none.
     pub fac_regret_s: f64,
     /// Two-phase immersion: a tank at its design heat may run its pool at most at the
     /// saturation temperature of this fraction of its relief pressure above atmospheric, as the
@@ -422,6 +423,28 @@ fn next_hold_h(hold_h: f64, held_h: f64, cap_s: f64) -> f64 {
     0.7 * hold_h + 0.3 * held_h.min(cap_s / 3600.0).max(0.0)
 }
 
+/// A plan's target `chosen` at `now_s`, against the last plan's `held`: whether it is a move (a
+/// target other than the last, within [`PlanSetpoints::same_target`]); a move (or the first
+/// plan) ends the hold in progress (since `last_move_s`), which goes into the running mean of
+/// holds `hold_h` a write's charge is spread over (each counted up to `cap_s`).
+fn note_target(
+    held: Option<PlanSetpoints>,
+    (hold_h, last_move_s): (&mut f64, &mut Option<f64>),
+    cap_s: f64,
+    now_s: f64,
+    chosen: PlanSetpoints,
+    first_plan: bool,
+) -> bool {
+    let moved = !held.is_some_and(|h| h.same_target(&chosen));
+    if moved || first_plan {
+        if let (Some(t), false) = (*last_move_s, first_plan) {
+            *hold_h = next_hold_h(*hold_h, (now_s - t) / 3600.0, cap_s);
+        }
+        *last_move_s = Some(now_s);
+    }
+    moved
+}
+
 /// Uniform setpoints for a hall (every CDU alike).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct PlanSetpoints {
@@ -434,6 +457,19 @@ pub struct PlanSetpoints {
     /// Heat-rejection mode (auto: the firmware stages adiabatic assist itself).
     #[serde(default)]
     pub rejection_mode: RejectionMode,
+}
+
+impl PlanSetpoints {
+    /// The same target as `other`: the same mode and every setpoint within 1e-6. A plan that
+    /// keeps the setpoints in force reads them back as means over the CDUs (a flow of
+    /// 0.7000000000000001 for the 0.7 the last plan chose), which is not a move.
+    pub fn same_target(&self, other: &PlanSetpoints) -> bool {
+        const TOL: f64 = 1e-6;
+        self.rejection_mode == other.rejection_mode
+            && (self.cdu_supply_c - other.cdu_supply_c).abs() <= TOL
+            && (self.cdu_flow_frac - other.cdu_flow_frac).abs() <= TOL
+            && (self.facility_supply_c - other.facility_supply_c).abs() <= TOL
+    }
 }
 
 /// What the hall model predicts for a set of setpoints over the plan's horizon (weather held).
@@ -2887,7 +2923,16 @@ impl Coordinated {
         // A move's writes count against the week's allowance, and so does a return from a
         // fallback (stale inputs) after the first plan; the first move out of the learning day
         // does not.
-        if self.held != Some(chosen) && (!first_plan || self.last_move_s.is_some()) && !settling {
+        let had_moved = self.last_move_s.is_some();
+        let moved = note_target(
+            self.held,
+            (&mut self.hold_h, &mut self.last_move_s),
+            p.write_amortise_max_s,
+            now,
+            chosen,
+            first_plan,
+        );
+        if moved && (!first_plan || had_moved) && !settling {
             let (wc, wf, _) = write_kw(
                 chosen.cdu_supply_c,
                 chosen.cdu_flow_frac,
@@ -2919,12 +2964,6 @@ impl Coordinated {
                 }),
             }
         });
-        if self.held != Some(chosen) || first_plan {
-            if let (Some(t), false) = (self.last_move_s, first_plan) {
-                self.hold_h = next_hold_h(self.hold_h, (now - t) / 3600.0, p.write_amortise_max_s);
-            }
-            self.last_move_s = Some(now);
-        }
         // Which constraint binds, from the neighbours of the choice.
         let binding = {
             let colder_flow = sides.iter().find(|(s, q, _)| {
@@ -3767,6 +3806,93 @@ mod tests {
         q.fac_moves.note(5.5 * h, 27.0, 27.0, 25.0);
         q.fac_moves.note(6.0 * h, 27.0, 30.0, 25.0);
         assert!(q.fac_moves.regret.is_some());
+    }
+
+    /// A plan that keeps the setpoints in force reads them back as means over the CDUs, off the
+    /// last plan's grid value by a rounding error: that is a hold, not a move, and the hold goes
+    /// on until the next real move (fails with the targets compared exactly: the first hold
+    /// after each move ended a 15-minute "hold").
+    #[test]
+    fn a_hold_read_back_off_by_a_rounding_error_is_not_a_move() {
+        let cap = CoordinatedParams::default().write_amortise_max_s;
+        let (mut held, mut hold_h, mut last_move_s) = (None, 0.0, None);
+        let design = 1_234.5;
+        let grid = PlanSetpoints {
+            cdu_supply_c: 38.0,
+            cdu_flow_frac: 0.7,
+            facility_supply_c: 31.0,
+            rejection_mode: RejectionMode::Auto,
+        };
+        // Twelve CDUs at 70 % of design flow, read back as a mean of fractions.
+        let read_back = PlanSetpoints {
+            cdu_flow_frac: (0..12).map(|_| (0.7 * design) / design).sum::<f64>() / 12.0,
+            ..grid
+        };
+        assert_ne!(
+            read_back.cdu_flow_frac, grid.cdu_flow_frac,
+            "the read-back differs in the last bits"
+        );
+        assert!(read_back.same_target(&grid));
+        for other in [
+            PlanSetpoints {
+                cdu_supply_c: 38.1,
+                ..grid
+            },
+            PlanSetpoints {
+                cdu_flow_frac: 0.8,
+                ..grid
+            },
+            PlanSetpoints {
+                facility_supply_c: 30.0,
+                ..grid
+            },
+            PlanSetpoints {
+                rejection_mode: RejectionMode::Dry,
+                ..grid
+            },
+        ] {
+            assert!(!other.same_target(&grid), "{other:?} is a move");
+        }
+        let h = 3600.0;
+        assert!(
+            note_target(held, (&mut hold_h, &mut last_move_s), cap, 0.0, grid, true),
+            "the first plan is a move"
+        );
+        held = Some(grid);
+        for k in 1..24 {
+            assert!(
+                !note_target(
+                    held,
+                    (&mut hold_h, &mut last_move_s),
+                    cap,
+                    k as f64 * 0.25 * h,
+                    read_back,
+                    false
+                ),
+                "hold {k}"
+            );
+            held = Some(read_back);
+        }
+        assert_eq!(last_move_s, Some(0.0));
+        assert_eq!(hold_h, 0.0, "no hold has ended yet");
+        let moved_to = PlanSetpoints {
+            cdu_supply_c: 39.0,
+            ..grid
+        };
+        assert!(note_target(
+            held,
+            (&mut hold_h, &mut last_move_s),
+            cap,
+            6.0 * h,
+            moved_to,
+            false
+        ));
+        assert_eq!(last_move_s, Some(6.0 * h));
+        assert!(
+            (hold_h - 0.3 * 4.0).abs() < 1e-12,
+            "one 6 h hold, capped at 4 h: {}",
+            hold_h
+        );
     }
 
     /// The week's write allowance: what is left, and a price that rises as it is used, capped;
