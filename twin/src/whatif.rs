@@ -281,6 +281,82 @@ impl AirHandlerCurve {
     }
 }
 
+/// The facility water's trim chiller as its data sheet gives it (the first hall that has dry
+/// coolers and a trim chiller behind them): what its compressors draw to take the heat the dry
+/// coolers leave beyond their fans' full speed ([`DryCoolerCurve::fans_kw`]). COP a fraction of
+/// Carnot between the evaporator, [`TRIM_CHILLER_EVAPORATOR_APPROACH_K`] below the facility water
+/// it makes, and the condenser, [`TRIM_CHILLER_AIR_CONDENSER_APPROACH_K`] above the outdoor
+/// dry-bulb (air-cooled) or [`TRIM_CHILLER_WATER_CONDENSER_APPROACH_K`] above the wet-bulb
+/// (water-cooled), capped at the nameplate's; the heat taken is capped at its capacity (beyond
+/// it the water runs warm).
+///
+/// A floor, not a model: the policy never predicts facility water colder than the setpoint in
+/// force to cost less than this (fans and the air handlers' chillers come on top of it). Fitted
+/// on the meters, the heat beyond the fans' full speed took a negative coefficient on hall-10k
+/// (the hinges in the air's approach to the water carried the chillers' rise where they had
+/// run), and in a heat wave water 9 K colder than in force, which only the trim chiller could
+/// make, was predicted at less than the fans and chillers metered (`RESULTS.md`, "The trim
+/// chiller's floor").
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TrimChillerCurve {
+    carnot: f64,
+    cop_max: f64,
+    capacity_kw: f64,
+    water_cooled: bool,
+}
+
+/// Evaporator approach assumed by [`TrimChillerCurve`]: below the facility water it makes, K.
+pub const TRIM_CHILLER_EVAPORATOR_APPROACH_K: f64 = 3.0;
+/// Condenser approach of an air-cooled trim chiller: above the outdoor dry-bulb, K.
+pub const TRIM_CHILLER_AIR_CONDENSER_APPROACH_K: f64 = 12.0;
+/// Condenser approach of a water-cooled trim chiller: above the outdoor wet-bulb, K.
+pub const TRIM_CHILLER_WATER_CONDENSER_APPROACH_K: f64 = 8.0;
+
+impl TrimChillerCurve {
+    /// The curve of the first hall with dry coolers and a trim chiller (`None`: none has).
+    pub fn from_site(site: &coolplane_core::site::Site, topo: &coolplane_core::topology::Topology) -> Option<Self> {
+        (0..topo.halls.len()).find_map(|h| {
+            let f = &topo.hall_spec(site, h).facility;
+            f.dry_coolers.as_ref()?;
+            let ch = f.chiller.as_ref()?;
+            let halls = (0..topo.halls.len())
+                .filter(|&k| {
+                    let g = &topo.hall_spec(site, k).facility;
+                    g.dry_coolers.is_some() && g.chiller.is_some()
+                })
+                .count();
+            (ch.carnot_efficiency > 0.0 && ch.capacity_kw > 0.0).then_some(Self {
+                carnot: ch.carnot_efficiency,
+                cop_max: ch.cop_max.max(1.0),
+                capacity_kw: ch.capacity_kw * halls as f64,
+                water_cooled: ch.condenser == "water-cooled",
+            })
+        })
+    }
+
+    /// Compressor power, kW, to take `heat_kw` (capped at the capacity) from facility water made
+    /// at `fac_c` with the outdoor air at `db_c` dry-bulb and `wb_c` wet-bulb.
+    pub fn power_kw(&self, heat_kw: f64, fac_c: f64, db_c: f64, wb_c: f64) -> f64 {
+        let q = heat_kw.clamp(0.0, self.capacity_kw);
+        if q <= 0.0 {
+            return 0.0;
+        }
+        let t_evap = fac_c - TRIM_CHILLER_EVAPORATOR_APPROACH_K + 273.15;
+        let t_cond = if self.water_cooled {
+            wb_c + TRIM_CHILLER_WATER_CONDENSER_APPROACH_K
+        } else {
+            db_c + TRIM_CHILLER_AIR_CONDENSER_APPROACH_K
+        } + 273.15;
+        let cop = if t_cond > t_evap {
+            (self.carnot * t_evap / (t_cond - t_evap)).min(self.cop_max)
+        } else {
+            self.cop_max
+        }
+        .max(1.0);
+        q / cop
+    }
+}
+
 /// Learns the facility side from the meters.
 ///
 /// The heat rejection (fans, facility pumps, chillers) is learned against the air that enters
@@ -1150,7 +1226,7 @@ mod offset_free_tests {
 
 #[cfg(test)]
 mod dry_cooler_tests {
-    use super::{AirHandlerCurve, DryCoolerCurve};
+    use super::{AirHandlerCurve, DryCoolerCurve, TrimChillerCurve};
     use coolplane_core::site::builtin_site;
     use coolplane_core::topology::Topology;
 
@@ -1226,5 +1302,35 @@ mod dry_cooler_tests {
         assert!(a > 0.0 && b > 1.5 * a, "{a} {b}");
         let (cool, hot) = (c.kw_per_kw_air(28.0, 5.0), c.kw_per_kw_air(28.0, 35.0));
         assert!(cool > 0.0 && hot > 5.0 * cool, "{cool} {hot}");
+    }
+
+    /// The trim chiller's data sheet: the compressors' power is the heat over a COP that is a
+    /// fraction of Carnot between 3 K below the water made and 12 K above the dry bulb (an
+    /// air-cooled condenser), dearer for colder water and in hotter air, nothing for no heat, and
+    /// the heat taken is capped at the chillers' capacity (the rest runs the water warm).
+    #[test]
+    fn the_trim_chiller_costs_more_for_colder_water_in_hotter_air_up_to_its_capacity() {
+        let site = coolplane_core::site::builtin_site("hall-10k").unwrap();
+        let c = TrimChillerCurve::from_site(&site, &Topology::new(&site)).unwrap();
+        assert_eq!(c.power_kw(0.0, 21.0, 40.0, 22.0), 0.0);
+        assert_eq!(c.power_kw(-5.0, 21.0, 40.0, 22.0), 0.0);
+        // 1,000 kW at 21 °C water in 38 °C air: COP 0.46 × 291.15 / (323.15 − 291.15) = 4.19.
+        let kw = c.power_kw(1000.0, 21.0, 38.0, 22.0);
+        assert!((kw - 1000.0 / (0.46 * 291.15 / 32.0)).abs() < 1e-6, "{kw}");
+        assert!(c.power_kw(1000.0, 30.0, 38.0, 22.0) < kw);
+        assert!(c.power_kw(1000.0, 21.0, 30.0, 22.0) < kw);
+        // hall-10k: one hall, one 4,000 kW chiller.
+        assert_eq!(
+            c.power_kw(9000.0, 21.0, 38.0, 22.0),
+            c.power_kw(4000.0, 21.0, 38.0, 22.0)
+        );
+        // Cold air: the COP cap.
+        assert!((c.power_kw(1000.0, 30.0, -20.0, -21.0) - 100.0).abs() < 1e-9);
+        // No trim chiller behind the dry coolers: no curve.
+        let mut bare = site.clone();
+        for h in &mut bare.halls {
+            h.facility.chiller = None;
+        }
+        assert!(TrimChillerCurve::from_site(&bare, &Topology::new(&bare)).is_none());
     }
 }
