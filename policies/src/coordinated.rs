@@ -64,7 +64,7 @@ use coolplane_twin::forecast::{Exogenous, Forecaster, LoadHistory};
 use coolplane_twin::regress::{LinearFit, Samples};
 use coolplane_twin::whatif::{
     assist_on_fraction, facility_features, pads_effectiveness, AirHandlerCurve, DryCoolerCurve, FacilityModel,
-    HallModel, N_FAC,
+    HallModel, TrimChillerCurve, N_FAC,
 };
 use coolplane_twin::{Nameplate, Twin, TwinConfig};
 use serde::{Deserialize, Serialize};
@@ -626,6 +626,9 @@ struct CoolingModel {
     dry_curve: Option<DryCoolerCurve>,
     /// The air handlers' chilled-water side from their data sheet (`None`: none on the site).
     air_curve: Option<AirHandlerCurve>,
+    /// The trim chiller behind the dry coolers from its data sheet (`None`: none on the site):
+    /// a floor under what colder facility water is predicted to cost ([`CoolingModel::trim_floor_kw`]).
+    trim_chiller: Option<TrimChillerCurve>,
     /// Some hall's dry coolers have no trim chiller behind them: heat beyond the fans' full
     /// speed is not rejected there, the water runs warm instead.
     no_trim_chiller: bool,
@@ -845,6 +848,23 @@ impl CoolingModel {
         c.fans_kw(w.c_w_kw_k * w.rise_k, fac_c + w.rise_k - air_c, w.c_w_kw_k).1 > 0.0
     }
 
+    /// The least heat rejection + chillers, kW, that facility water at `fac_c` (flow and rise
+    /// `w`) can cost with the coils' air at `air_c` and the outdoor air `(dry bulb, wet bulb)`:
+    /// the trim chiller's compressors taking, by its data sheet, the heat the dry coolers' data
+    /// sheet leaves beyond their fans' full speed (0 without either sheet, or a trim chiller).
+    /// No prediction of the air model for water colder than in force goes under it: fitted on
+    /// the meters, the air model extrapolates linearly from the weather and water it has seen,
+    /// and in a heat wave it predicted water 9 K colder than in force, which only the trim
+    /// chiller could make in 38 °C air, at less than the fans and chillers it metered
+    /// (`RESULTS.md`, "The trim chiller's floor").
+    fn trim_floor_kw(&self, fac_c: f64, w: FacilityWater, air_c: f64, (db, wb): (f64, f64)) -> f64 {
+        let (Some(curve), Some(chiller)) = (self.dry_curve.as_ref(), self.trim_chiller.as_ref()) else {
+            return 0.0;
+        };
+        let (_, beyond) = curve.fans_kw(w.c_w_kw_k * w.rise_k, fac_c + w.rise_k - air_c, w.c_w_kw_k);
+        chiller.power_kw(beyond, fac_c, db, wb)
+    }
+
     fn new() -> Self {
         Self {
             rej: Samples::new(N_FAC + 3, 20_000),
@@ -856,6 +876,7 @@ impl CoolingModel {
             assist_eff: None,
             dry_curve: None,
             air_curve: None,
+            trim_chiller: None,
             no_trim_chiller: false,
             dtf: Samples::new(2, 20_000),
             pump: Samples::new(3, 20_000),
@@ -1715,6 +1736,12 @@ impl Coordinated {
         };
         held.rejection_mode = RejectionMode::Auto;
         self.mode_left = Some((RejectionMode::Dry, now));
+        // Giving dry up is a write to the mode of each hall with the assist: counted against
+        // the week's write allowance as the plans' moves are (after the settling day).
+        let n_assist = input.limits.facilities.iter().filter(|f| f.adiabatic_assist).count() as u32;
+        if n_assist > 0 && self.settle_until_s.is_some_and(|t| now >= t - 1e-6) {
+            self.moves_writes.push((now, 0, n_assist));
+        }
         let g = DryGaveOut {
             t_s: now,
             approach_k: setpoint_c - db,
@@ -2136,6 +2163,10 @@ impl Coordinated {
         } else {
             &[RejectionMode::Auto]
         };
+        // Whether the trim chiller's floor raised the last prediction, and how many of the
+        // candidates' predictions it raised (for the plan's words).
+        let floor_hit = std::cell::Cell::new(false);
+        let floored = std::cell::Cell::new(0u32);
         let rej_mode_at = |mode: RejectionMode, it: f64, fac: f64, w: FacilityWater, db: f64, wb: f64| -> f64 {
             // Auto is predicted to stay in the state the firmware has the assist in now (it
             // changes it only on saturation or after a quarter of an hour of dry air holding).
@@ -2146,7 +2177,16 @@ impl Coordinated {
             };
             match (air_fit, on, anchor, modes_ready) {
                 (Some((f, eff)), Some(on), Some(a), true) => {
-                    rej_now + air_predict(f, &air_features(cm, it, db, coil_air_c(db, wb, eff, on), fac, w)) - a
+                    let air_c = coil_air_c(db, wb, eff, on);
+                    let rej = rej_now + air_predict(f, &air_features(cm, it, db, air_c, fac, w)) - a;
+                    // Colder water than in force: never under the trim chiller's floor.
+                    let floor = if fac < f_keep - 0.5 {
+                        cm.trim_floor_kw(fac, w, air_c, (db, wb))
+                    } else {
+                        0.0
+                    };
+                    floor_hit.set(floor_hit.get() || floor > rej);
+                    rej.max(floor)
                 }
                 _ => rej_now + rej_fit.predict(&rejection_features(it, db, wb, fac)) - rej_base,
             }
@@ -2175,7 +2215,11 @@ impl Coordinated {
             let dtf = dtf_fit.predict(&[s - fac, rise]).max(0.5);
             let flow = (flow_now * load * dtf_base / dtf).clamp(flow_lo, flow_hi);
             let water = FacilityWater::new(flow, dtf);
+            floor_hit.set(false);
             let rej = rej_mode(mode, it, fac, water).max(0.0);
+            if floor_hit.get() {
+                floored.set(floored.get() + 1);
+            }
             let pump = (pump_now + pump_fit.predict(&pump_features(flow)) - pump_base).max(0.0);
             // The rest of the overhead (electrical losses, air-handler fans, electrical-room
             // cooling, misc) follows the IT load; its learned dependence on the facility water
@@ -2543,6 +2587,12 @@ impl Coordinated {
                 g.dry_bulb_c,
                 FAC_REGRET_AIR_K,
                 if g.to_c < g.from_c { "cooler" } else { "warmer" },
+            ));
+        }
+        if floored.get() > 0 {
+            reasons.push(format!(
+                "{} candidates' heat rejection raised to the trim chiller's floor: for facility water colder than in force the air model predicted less than the trim chiller's compressors need by its data sheet, for the heat the dry coolers' curve leaves beyond their fans' full speed",
+                floored.get()
             ));
         }
         if dry_short > 0 {
@@ -3315,6 +3365,7 @@ impl Policy for Coordinated {
         cooling.assist_eff = pads_effectiveness(site, topo);
         cooling.dry_curve = DryCoolerCurve::from_site(site, topo);
         cooling.air_curve = AirHandlerCurve::from_site(site, topo);
+        cooling.trim_chiller = TrimChillerCurve::from_site(site, topo);
         cooling.no_trim_chiller = no_trim_chiller(site, topo);
         let fac = FacilityModel::with_assist_effectiveness(cooling.assist_eff.unwrap_or(0.0));
         self.bound = Some(Box::new(Bound {
@@ -3672,6 +3723,33 @@ mod tests {
             (alone - want).abs() > 0.5 * want,
             "without it {alone} kW against {want}"
         );
+    }
+
+    /// The trim chiller's floor: water the dry coolers' fans can make at full speed costs no
+    /// compressor work; water colder than that, in hot air, costs the trim chiller's data-sheet
+    /// power for the heat left beyond the fans, more the colder the water; none without a trim
+    /// chiller or without the dry coolers' sheet.
+    #[test]
+    fn the_trim_chillers_floor_prices_water_the_dry_coolers_cannot_make() {
+        let site = builtin_site("hall-10k").unwrap();
+        let topo = Topology::new(&site);
+        let mut cm = CoolingModel::new();
+        cm.dry_curve = DryCoolerCurve::from_site(&site, &topo);
+        cm.trim_chiller = TrimChillerCurve::from_site(&site, &topo);
+        let (curve, chiller) = (cm.dry_curve.unwrap(), cm.trim_chiller.unwrap());
+        let (it, rise) = (14_000.0, 15.0);
+        let w = FacilityWater::new(it / FacilityWater::new(1.0, rise).c_w_kw_k / rise, rise);
+        // 32 °C water in 20 °C air: within the fans.
+        assert_eq!(cm.trim_floor_kw(32.0, w, 20.0, (20.0, 15.0)), 0.0);
+        // 21 °C water with the coils' air at 25 °C (38 °C outdoors, the pads on).
+        let floor = cm.trim_floor_kw(21.0, w, 25.0, (38.0, 22.0));
+        let beyond = curve.fans_kw(w.c_w_kw_k * rise, 21.0 + rise - 25.0, w.c_w_kw_k).1;
+        assert!(beyond > 1000.0, "{beyond}");
+        assert!((floor - chiller.power_kw(beyond, 21.0, 38.0, 22.0)).abs() < 1e-9);
+        assert!(floor > 200.0, "{floor}");
+        assert!(cm.trim_floor_kw(19.0, w, 25.0, (38.0, 22.0)) > floor);
+        cm.trim_chiller = None;
+        assert_eq!(cm.trim_floor_kw(21.0, w, 25.0, (38.0, 22.0)), 0.0);
     }
 
     /// The chillers' margin on the CDUs' approach: on from 0.5 % of the IT power drawn by the
