@@ -655,7 +655,7 @@ fn coordinated_keeps_its_setpoint_writes_within_the_weeks_allowance() {
 /// changed decision (RESULTS.md, "A hold is not a move"). Beijing's peak week, where the memory
 /// was first measured (28 → 23 °C and back on the second afternoon), no longer undoes a move
 /// since colder water is priced at the trim chiller's floor (RESULTS.md, "The trim chiller's
-/// floor").
+/// floor"); in this week too plans say the floor raised predictions.
 #[test]
 fn coordinated_splits_its_allowance_and_does_not_repeat_a_facility_move_it_undid() {
     let Some(data) = data_dir() else { return };
@@ -711,6 +711,21 @@ fn coordinated_splits_its_allowance_and_does_not_repeat_a_facility_move_it_undid
         }
     }
     assert!(marks.len() >= 4, "{} plans remember an undone move", marks.len());
+    // Tucson's hot afternoons: colder facility water than the dry coolers' fans can make is
+    // priced at the trim chiller's floor where the air model predicts less, and plans say so.
+    let floored = regret
+        .plans
+        .iter()
+        .filter(|p| {
+            p.reasons
+                .iter()
+                .any(|r| r.contains("raised to the trim chiller's floor"))
+        })
+        .count();
+    assert!(
+        floored >= 10,
+        "{floored} plans raised a prediction to the trim chiller's floor"
+    );
     assert!(
         fac_used >= 20 && u64::from(fac_used) == regret.report.kpis.setpoint_writes_max_facility,
         "the facility's allowance used {fac_used}, the plant counted {}",

@@ -238,6 +238,18 @@ pub struct AirHandlerCurve {
     cond_approach_k: f64,
 }
 
+/// A chiller's COP from its data sheet: `carnot` times the Carnot COP between the evaporator
+/// and the condenser (K), capped at `cop_max` (also where the condenser is not above the
+/// evaporator), and at least 1.
+fn carnot_cop(carnot: f64, cop_max: f64, t_evap_k: f64, t_cond_k: f64) -> f64 {
+    if t_cond_k > t_evap_k {
+        (carnot * t_evap_k / (t_cond_k - t_evap_k)).min(cop_max)
+    } else {
+        cop_max
+    }
+    .max(1.0)
+}
+
 /// The chilled water's evaporator approach assumed by [`AirHandlerCurve`], K.
 const AIR_CHILLER_EVAPORATOR_APPROACH_K: f64 = 3.0;
 
@@ -271,12 +283,7 @@ impl AirHandlerCurve {
         let free = ((self.chw_c + self.chw_dt_k - self.fc_approach_k - db_c) / self.chw_dt_k).clamp(0.0, 1.0);
         let t_evap = self.chw_c - AIR_CHILLER_EVAPORATOR_APPROACH_K + 273.15;
         let t_cond = db_c + self.cond_approach_k + 273.15;
-        let cop = if t_cond > t_evap {
-            (self.carnot * t_evap / (t_cond - t_evap)).min(self.cop_max)
-        } else {
-            self.cop_max
-        }
-        .max(1.0);
+        let cop = carnot_cop(self.carnot, self.cop_max, t_evap, t_cond);
         left * ((1.0 - free) / cop + free * self.fc_fan_kw_per_kw)
     }
 }
@@ -347,12 +354,7 @@ impl TrimChillerCurve {
         } else {
             db_c + TRIM_CHILLER_AIR_CONDENSER_APPROACH_K
         } + 273.15;
-        let cop = if t_cond > t_evap {
-            (self.carnot * t_evap / (t_cond - t_evap)).min(self.cop_max)
-        } else {
-            self.cop_max
-        }
-        .max(1.0);
+        let cop = carnot_cop(self.carnot, self.cop_max, t_evap, t_cond);
         q / cop
     }
 }
