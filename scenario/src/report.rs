@@ -357,7 +357,7 @@ pub fn markdown_matrix(runs: &[RunReport], per_group: usize) -> String {
                 if base > 0.0 { k.cooling_energy_kwh / base } else { f64::NAN },
                 100.0 * k.cooling_energy_kwh / k.it_energy_kwh,
                 k.facility_energy_kwh / 1e3,
-                k.facility_energy_kwh / (k.work_done_gpu_s / 3600.0),
+                k.facility_kwh_per_gpu_h(),
                 k.chiller_energy_kwh / 1e3,
                 k.water_l / 1e3,
                 k.throttle_gpu_s,

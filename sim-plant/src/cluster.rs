@@ -14,6 +14,12 @@ struct Running {
     slot: u32,
     start_s: f64,
     gpus: Vec<u32>,
+    /// The utilisation last set, when (s), and whether the plant was scoring then (the step it
+    /// applies to is scored or not).
+    util_since: (f64, f32, bool),
+    /// Σ utilisation × time over the plant's scored window so far, per GPU, s: the job's work
+    /// there at full speed (what a restart from the beginning throws away, at most).
+    scored_util_s: f64,
 }
 
 /// Counters of the scheduler.
@@ -126,7 +132,10 @@ impl Cluster {
         if let Some(g) = gate.as_deref_mut() {
             for job in g.take_preempted(t_s) {
                 if let Some(i) = self.running.iter().position(|r| r.job == job) {
-                    let r = self.running.swap_remove(i);
+                    let mut r = self.running.swap_remove(i);
+                    // It restarts from the beginning: its work so far is thrown away.
+                    Self::accrue(&mut r, t_s);
+                    plant.record_thrown_away_work(r.gpus.len() as f64 * r.scored_util_s);
                     self.release(plant, r);
                     self.queue.push_front(job);
                     self.stats.preempted += 1;
@@ -227,13 +236,28 @@ impl Cluster {
                 slot,
                 start_s: t_s,
                 gpus,
+                util_since: (t_s, 0.0, false),
+                scored_util_s: 0.0,
             });
             self.stats.started += 1;
         }
-        for r in &self.running {
+        let scoring = plant.is_scoring();
+        for r in &mut self.running {
+            Self::accrue(r, t_s);
             let u = workload.utilisation(&jobs[r.job], t_s - r.start_s);
+            r.util_since = (t_s, u, scoring);
             plant.set_slot_util(r.slot, u);
         }
+    }
+
+    /// Add the utilisation in force since it was set, up to `t_s`, to a job's scored work (if
+    /// the plant was scoring when it was set).
+    fn accrue(r: &mut Running, t_s: f64) {
+        let (t0, u, scoring) = r.util_since;
+        if scoring && t_s > t0 {
+            r.scored_util_s += f64::from(u) * (t_s - t0);
+        }
+        r.util_since.0 = t_s;
     }
 
     /// The scheduler's outlook: the GPUs it expects busy at `t_s + h` for each `h` of
@@ -401,6 +425,94 @@ mod tests {
     use coolplane_core::signals::Actions;
     use coolplane_core::site::builtin_site;
     use coolplane_core::weather::{SyntheticClimate, WeatherSeries};
+
+    /// A gate that admits every job and preempts the first one it admitted at `preempt_at_s`.
+    struct PreemptOnce {
+        first: Option<usize>,
+        preempt_at_s: f64,
+        done: bool,
+    }
+
+    impl PowerGate for PreemptOnce {
+        fn admit(&mut self, _t_s: f64, job: usize, _spec: &JobSpec, _gpus: &[u32]) -> bool {
+            self.first.get_or_insert(job);
+            true
+        }
+        fn release(&mut self, _t_s: f64, _job: usize) {}
+        fn take_preempted(&mut self, t_s: f64) -> Vec<usize> {
+            if self.done || t_s < self.preempt_at_s {
+                return Vec::new();
+            }
+            self.done = true;
+            self.first.into_iter().collect()
+        }
+    }
+
+    /// A preempted job restarts from the beginning: the plant counts the work it did within the
+    /// scored window as thrown away (its GPUs × its utilisation × the scored time it ran), and
+    /// the verdict divides the facility energy by the work kept. Nothing is counted for time
+    /// before scoring, nor without a preemption.
+    #[test]
+    fn a_preempted_jobs_scored_work_is_thrown_away_and_not_in_the_verdict() {
+        let site = builtin_site("supernode-640").unwrap();
+        let weather = WeatherSeries::synthetic(&SyntheticClimate::default(), 3);
+        let run = |preempt_at_s: f64| {
+            let mut plant = Plant::new(&site, 3).unwrap();
+            let n = plant.topology().gpu_count as u32;
+            let wl = WorkloadModel::synthetic(&SyntheticWorkload::default(), n, 6.0 * 3600.0, 3);
+            let mut c = Cluster::new(&plant);
+            let mut gate = PreemptOnce {
+                first: None,
+                preempt_at_s,
+                done: false,
+            };
+            let (mut expect, mut started_s) = (0.0, None);
+            for k in 0..180 {
+                let t = k as f64 * 60.0;
+                if k == 60 {
+                    plant.start_scoring();
+                }
+                c.advance_gated(t, &wl, &mut plant, None, Some(&mut gate));
+                // The first job's utilisation over the scored steps it ran, until its preemption.
+                if let Some(j) = gate.first {
+                    started_s.get_or_insert(t);
+                    if let Some(r) = c.running.iter().find(|r| r.job == j && !gate.done) {
+                        if k >= 60 {
+                            expect +=
+                                r.gpus.len() as f64 * f64::from(wl.utilisation(&wl.jobs()[j], t - r.start_s)) * 60.0;
+                        }
+                    }
+                }
+                plant.step(60.0, &weather.sample(t), &Actions::default());
+            }
+            (plant.kpis(), expect, c.stats().preempted)
+        };
+        // Preempted at 2 h, an hour into the scored window.
+        let (k, expect, preempted) = run(7200.0);
+        assert_eq!(preempted, 1);
+        assert!(expect > 0.0, "the job ran in the scored window");
+        assert!(
+            (k.work_thrown_away_gpu_s - expect).abs() <= 1e-6 * expect,
+            "thrown away {} GPU-s, its scored work {expect}",
+            k.work_thrown_away_gpu_s
+        );
+        assert!(k.work_thrown_away_gpu_s < k.work_done_gpu_s);
+        let kept = (k.work_done_gpu_s - k.work_thrown_away_gpu_s) / 3600.0;
+        assert!((k.useful_work_gpu_h() - kept).abs() < 1e-9);
+        assert!(k.facility_kwh_per_gpu_h() > k.facility_energy_kwh / (k.work_done_gpu_s / 3600.0));
+        // Preempted before scoring began: nothing of it is in the scored window's work.
+        let (k, _, preempted) = run(1800.0);
+        assert_eq!(preempted, 1);
+        assert_eq!(k.work_thrown_away_gpu_s, 0.0);
+        // Never preempted.
+        let (k, _, preempted) = run(f64::INFINITY);
+        assert_eq!(preempted, 0);
+        assert_eq!(k.work_thrown_away_gpu_s, 0.0);
+        assert_eq!(
+            k.facility_kwh_per_gpu_h(),
+            k.facility_energy_kwh / (k.work_done_gpu_s / 3600.0)
+        );
+    }
 
     /// The free counts kept on the way equal a scan of the GPUs, and the placement equals a
     /// first fit that scans every rack (full racks skipped only as an optimisation).

@@ -137,6 +137,9 @@ pub struct KpiAccumulator {
     pub gpu_shutdowns: u64,
     /// Jobs failed (counted by the cluster scheduler).
     pub failed_jobs: u64,
+    /// Work preempted jobs threw away (they restart from the beginning), GPU-s (counted by the
+    /// cluster scheduler, at full speed: an upper bound).
+    pub work_thrown_away: f64,
     /// Setpoint writes received.
     pub setpoint_writes: u64,
     /// Setpoint writes received by each CDU (setpoints are kept in each device's own
@@ -304,6 +307,7 @@ impl KpiAccumulator {
             gpu_shutdowns: self.gpu_shutdowns,
             failed_jobs: self.failed_jobs,
             work_done_gpu_s: self.work_done,
+            work_thrown_away_gpu_s: self.work_thrown_away,
             work_demanded_gpu_s: self.work_demanded,
             work_lost_pct: if self.work_demanded > 0.0 {
                 100.0 * (1.0 - self.work_done / self.work_demanded)
@@ -419,6 +423,10 @@ pub struct Kpis {
     pub failed_jobs: u64,
     /// GPU work done, GPU-s.
     pub work_done_gpu_s: f64,
+    /// Of it, the work of jobs preempted through the power-budget ledger, which restart from the
+    /// beginning: done, and thrown away, GPU-s (at full speed, an upper bound; 0 without leases).
+    #[serde(default)]
+    pub work_thrown_away_gpu_s: f64,
     /// GPU work demanded with no caps and no throttling, GPU-s.
     pub work_demanded_gpu_s: f64,
     /// Lost work, % of demanded.
@@ -524,4 +532,17 @@ pub struct Kpis {
     /// Highest tank pressure above atmospheric in the window, kPa (0 without tanks).
     #[serde(default)]
     pub tank_pressure_max_gauge_kpa: f64,
+}
+
+impl Kpis {
+    /// Work done and kept, GPU-h: done less what preempted jobs threw away.
+    pub fn useful_work_gpu_h(&self) -> f64 {
+        (self.work_done_gpu_s - self.work_thrown_away_gpu_s).max(0.0) / 3600.0
+    }
+
+    /// The verdict: facility energy per GPU-hour of work kept, kWh (work a preempted job threw
+    /// away is not work done for the energy spent on it).
+    pub fn facility_kwh_per_gpu_h(&self) -> f64 {
+        self.facility_energy_kwh / self.useful_work_gpu_h()
+    }
 }

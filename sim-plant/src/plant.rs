@@ -599,6 +599,19 @@ impl Plant {
         self.kpi.report(self.stored_heat_j())
     }
 
+    /// Whether the KPIs are being scored (after [`Plant::start_scoring`]).
+    pub fn is_scoring(&self) -> bool {
+        self.scoring
+    }
+
+    /// Work a preempted job threw away, GPU-s (called by the cluster scheduler: the job restarts
+    /// from the beginning, so its work within the scored window so far was done for nothing).
+    pub fn record_thrown_away_work(&mut self, gpu_s: f64) {
+        if self.scoring && gpu_s.is_finite() && gpu_s > 0.0 {
+            self.kpi.work_thrown_away += gpu_s;
+        }
+    }
+
     /// Count a failed job (called by the cluster scheduler).
     pub fn record_failed_job(&mut self) {
         if self.scoring {
