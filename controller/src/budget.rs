@@ -49,24 +49,47 @@ impl Default for BudgetConfig {
 
 /// The cooling path's limit on a CDU, in watts of IT load (`None`: no cooling limit).
 pub trait CoolingHeadroom {
-    /// Limit of CDU `cdu` now.
-    fn cdu_limit_w(&self, cdu: usize, image: &Measurements, now_s: f64) -> Option<f64>;
+    /// Limit of CDU `cdu` now. `load_w` is what the ledger holds on the CDU's domain now
+    /// (baseline, unmanaged and granted), `stale_after_s` the age beyond which a reading is stale.
+    fn cdu_limit_w(&self, cdu: usize, image: &Measurements, now_s: f64, load_w: f64, stale_after_s: f64)
+        -> Option<f64>;
 }
 
+/// A struggling CDU whose GPUs are all at least this far below slowdown is held (no new heat,
+/// none taken away); within it, or with a rack's GPU temperatures stale, it is cut to the heat it
+/// moves now, K (the plant's near-throttle band).
+pub const COOLING_CLAMP_MARGIN_K: f64 = 5.0;
+
 /// Cooling headroom from the process image: the CDU's nameplate capacity (as IT watts, divided by
-/// the heat-to-liquid fraction); when the CDU reports it cannot hold its supply temperature
-/// (high supply temperature, saturated valve, pump fault) or runs on its local fallback, no more
-/// than the heat it moves now.
+/// the heat-to-liquid fraction). A CDU that reports it cannot hold its supply temperature (high
+/// supply temperature, saturated valve, pump fault) or runs on its local fallback is *held*
+/// while every one of its racks' hottest GPUs reads at least [`COOLING_CLAMP_MARGIN_K`] below
+/// slowdown: its limit is what the ledger holds on it now, so nothing new is granted there and
+/// nothing is taken away. When one of its GPUs nears slowdown, or a rack's GPU temperatures are
+/// stale (fail closed), its limit is the heat it moves now, and the ledger sheds down to it.
+/// (Cutting a struggling CDU to the heat of the moment regardless preempted nearly every job of
+/// hall-10k in a heat wave, whose GPUs were at 74 °C, 13 K below slowdown: `RESULTS.md`, "Work
+/// thrown away by preemption".)
 #[derive(Debug, Clone)]
 pub struct ProcessImageCooling {
     rated_w: Vec<f64>,
     heat_to_liquid: Vec<f64>,
+    /// Racks of each CDU.
+    racks: Vec<Vec<usize>>,
+    /// GPU slowdown temperature, °C.
+    slowdown_c: f64,
 }
 
 impl ProcessImageCooling {
     /// From the site file.
     pub fn new(site: &Site, topo: &Topology) -> Self {
         let spec = |c: &coolplane_core::topology::CduNode| topo.hall_spec(site, c.hall);
+        let mut racks = vec![Vec::new(); topo.cdus.len()];
+        for (r, rack) in topo.racks.iter().enumerate() {
+            if let Some(v) = racks.get_mut(rack.cdu) {
+                v.push(r);
+            }
+        }
         Self {
             rated_w: topo
                 .cdus
@@ -78,18 +101,48 @@ impl ProcessImageCooling {
                 .iter()
                 .map(|c| spec(c).rack.heat_to_liquid.max(0.01))
                 .collect(),
+            racks,
+            slowdown_c: site.gpu.slowdown_c,
         }
+    }
+
+    /// Whether every rack of CDU `cdu` reads its hottest GPU, fresh, at least
+    /// [`COOLING_CLAMP_MARGIN_K`] below slowdown.
+    fn gpus_clear(&self, cdu: usize, image: &Measurements, now_s: f64, stale_after_s: f64) -> bool {
+        let Some(racks) = self.racks.get(cdu) else {
+            return false;
+        };
+        !racks.is_empty()
+            && racks.iter().all(|&r| {
+                image.racks.get(r).is_some_and(|m| {
+                    m.gpu_temp_max_c.usable(now_s, stale_after_s)
+                        && m.gpu_temp_max_c.value < self.slowdown_c - COOLING_CLAMP_MARGIN_K
+                })
+            })
     }
 }
 
 impl CoolingHeadroom for ProcessImageCooling {
-    fn cdu_limit_w(&self, cdu: usize, image: &Measurements, _now_s: f64) -> Option<f64> {
+    fn cdu_limit_w(
+        &self,
+        cdu: usize,
+        image: &Measurements,
+        now_s: f64,
+        load_w: f64,
+        stale_after_s: f64,
+    ) -> Option<f64> {
         let rated = *self.rated_w.get(cdu)?;
         let m = image.cdus.get(cdu)?;
         let struggling = m.alarms & (cdu_alarm::HIGH_SUPPLY_TEMP | cdu_alarm::VALVE_SATURATED | cdu_alarm::PUMP_FAULT)
             != 0
             || m.local_fallback;
-        if struggling && m.heat_kw.value.is_finite() {
+        if !struggling {
+            return Some(rated);
+        }
+        if self.gpus_clear(cdu, image, now_s, stale_after_s) && load_w.is_finite() {
+            return Some(load_w.clamp(0.0, rated));
+        }
+        if m.heat_kw.value.is_finite() {
             Some((m.heat_kw.value * 1e3 / self.heat_to_liquid[cdu]).min(rated))
         } else {
             Some(rated)
@@ -168,7 +221,8 @@ impl BudgetFeed {
                 .get(c)
                 .is_some_and(|m| m.supply_temp_c.usable(now_s, st) && m.flow_lpm.usable(now_s, st));
             let _ = ledger.set_stale(cdu0 + c, !ok, now_s);
-            let _ = ledger.set_cooling(cdu0 + c, cooling.cdu_limit_w(c, image, now_s), now_s);
+            let load_w = ledger.domains().get(cdu0 + c).map_or(f64::NAN, |d| d.load_w());
+            let _ = ledger.set_cooling(cdu0 + c, cooling.cdu_limit_w(c, image, now_s, load_w, st), now_s);
             if let Some(m) = image.cdus.get(c) {
                 ledger.set_observed(cdu0 + c, Some(m.heat_kw.value * 1e3));
             }
@@ -348,4 +402,94 @@ pub fn merge_limits(
                 .then_some(RackPowerLimits { rack: r, limits_w })
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use coolplane_core::signals::{CduMeasurement, RackMeasurement, Reading};
+    use coolplane_core::site::builtin_site;
+
+    /// hall-10k's image at `t`: every CDU moving `heat_kw` with `alarms`, every rack's hottest
+    /// GPU at `gpu_c`, read at `t`.
+    fn image(topo: &Topology, t: f64, heat_kw: f64, alarms: u16, gpu_c: f64) -> Measurements {
+        Measurements {
+            t_s: t,
+            cdus: vec![
+                CduMeasurement {
+                    heat_kw: Reading::good(heat_kw, t),
+                    alarms,
+                    ..Default::default()
+                };
+                topo.cdus.len()
+            ],
+            racks: vec![
+                RackMeasurement {
+                    gpu_temp_max_c: Reading::good(gpu_c, t),
+                    ..Default::default()
+                };
+                topo.racks.len()
+            ],
+            ..Default::default()
+        }
+    }
+
+    /// A CDU that holds its supply has its nameplate; one that struggles while its GPUs are well
+    /// below slowdown is held at what the ledger holds on it (nothing new, nothing taken); one
+    /// that struggles with a GPU near slowdown, or with a rack's GPU temperatures stale, is cut to
+    /// the heat it moves now (fail closed).
+    #[test]
+    fn a_struggling_cdu_is_held_while_its_gpus_are_clear_and_cut_when_one_nears_slowdown() {
+        let site = builtin_site("hall-10k").unwrap();
+        let topo = Topology::new(&site);
+        let cool = ProcessImageCooling::new(&site, &topo);
+        let htl = site.halls[0].rack.heat_to_liquid;
+        let rated = site.halls[0].cdu.capacity_kw * 1e3 / htl;
+        let slow = site.gpu.slowdown_c;
+        let (t, load, stale) = (1000.0, 900e3, 180.0);
+        let limit = |m: &Measurements, load: f64| cool.cdu_limit_w(0, m, t, load, stale).unwrap();
+        // Holding its supply: the nameplate, whatever the load.
+        assert_eq!(limit(&image(&topo, t, 700.0, 0, slow - 20.0), load), rated);
+        // Struggling, GPUs 10 K clear of slowdown: held where the ledger stands.
+        for alarm in [
+            cdu_alarm::VALVE_SATURATED,
+            cdu_alarm::HIGH_SUPPLY_TEMP,
+            cdu_alarm::PUMP_FAULT,
+        ] {
+            assert_eq!(limit(&image(&topo, t, 700.0, alarm, slow - 10.0), load), load);
+        }
+        // ... and no more than the nameplate.
+        assert_eq!(
+            limit(
+                &image(&topo, t, 700.0, cdu_alarm::VALVE_SATURATED, slow - 10.0),
+                2.0 * rated
+            ),
+            rated
+        );
+        // Struggling with a GPU within the margin of slowdown: the heat it moves now.
+        let cut = 700e3 / htl;
+        let near = image(
+            &topo,
+            t,
+            700.0,
+            cdu_alarm::VALVE_SATURATED,
+            slow - COOLING_CLAMP_MARGIN_K + 0.5,
+        );
+        assert!((limit(&near, load) - cut).abs() < 1e-6);
+        // Only the CDU's own racks count: a hot rack on CDU 1 leaves CDU 0 held.
+        let mut other = image(&topo, t, 700.0, cdu_alarm::VALVE_SATURATED, slow - 10.0);
+        let r1 = topo.racks.iter().position(|r| r.cdu == 1).unwrap();
+        other.racks[r1].gpu_temp_max_c = Reading::good(slow - 1.0, t);
+        assert_eq!(limit(&other, load), load);
+        assert!((cool.cdu_limit_w(1, &other, t, load, stale).unwrap() - cut).abs() < 1e-6);
+        // A rack of the CDU with stale GPU temperatures: cut, as if near.
+        let mut old = image(&topo, t, 700.0, cdu_alarm::VALVE_SATURATED, slow - 10.0);
+        let r0 = topo.racks.iter().position(|r| r.cdu == 0).unwrap();
+        old.racks[r0].gpu_temp_max_c = Reading::good(slow - 10.0, t - stale - 1.0);
+        assert!((limit(&old, load) - cut).abs() < 1e-6);
+        // On its local fallback (the supervisor lost), the same rule.
+        let mut fb = image(&topo, t, 700.0, 0, slow - 10.0);
+        fb.cdus[0].local_fallback = true;
+        assert_eq!(limit(&fb, load), load);
+    }
 }
