@@ -865,6 +865,30 @@ impl CoolingModel {
         chiller.power_kw(beyond, fac_c, db, wb)
     }
 
+    /// The most heat rejection + chillers, kW, that facility water at `fac_c` (flow and rise `w`)
+    /// warmer than the water in force `keep_c` (`w_keep`) can cost while the meters read
+    /// `rej_now_kw`: the meters less what the trim chiller's compressors save between the two by
+    /// their data sheets ([`CoolingModel::trim_floor_kw`]). `None` where the data sheets put
+    /// no compressor load on the water in force (or there is no sheet): the air model then
+    /// stands alone. The mirror of the floor: in a heat wave the air model priced water warmer
+    /// than the 23 °C in force above the 0.9 MW of chillers it metered there
+    /// (`RESULTS.md`, "The trim chiller's ceiling").
+    #[allow(clippy::too_many_arguments)]
+    fn trim_ceiling_kw(
+        &self,
+        rej_now_kw: f64,
+        keep_c: f64,
+        w_keep: FacilityWater,
+        fac_c: f64,
+        w: FacilityWater,
+        air_c: f64,
+        outdoor: (f64, f64),
+    ) -> Option<f64> {
+        let keep = self.trim_floor_kw(keep_c, w_keep, air_c, outdoor);
+        (keep > 0.0 && fac_c > keep_c)
+            .then(|| rej_now_kw - (keep - self.trim_floor_kw(fac_c, w, air_c, outdoor)).max(0.0))
+    }
+
     fn new() -> Self {
         Self {
             rej: Samples::new(N_FAC + 3, 20_000),
@@ -2167,6 +2191,10 @@ impl Coordinated {
         // candidates' predictions it raised (for the plan's words).
         let floor_hit = std::cell::Cell::new(false);
         let floored = std::cell::Cell::new(0u32);
+        // The same for the ceiling over warmer water (below).
+        let ceil_hit = std::cell::Cell::new(false);
+        let ceilinged = std::cell::Cell::new(0u32);
+        let air_now = (db, wb);
         let rej_mode_at = |mode: RejectionMode, it: f64, fac: f64, w: FacilityWater, db: f64, wb: f64| -> f64 {
             // Auto is predicted to stay in the state the firmware has the assist in now (it
             // changes it only on saturation or after a quarter of an hour of dry air holding).
@@ -2186,7 +2214,22 @@ impl Coordinated {
                         0.0
                     };
                     floor_hit.set(floor_hit.get() || floor > rej);
-                    rej.max(floor)
+                    let rej = rej.max(floor);
+                    // Warmer water than in force, in the air and assist state of now: never
+                    // over the meters less what the trim chiller's data sheet says the warmer
+                    // water saves its compressors (the mirror of the floor: in a heat wave the
+                    // air model, extrapolating from the water it had seen, priced warmer water
+                    // above the 0.9 MW of chillers it metered at 23 °C).
+                    if fac > f_keep + 0.5 && Some(on) == assist_now && (db, wb) == air_now {
+                        if let Some(ceiling) = cm.trim_ceiling_kw(rej_now, f_keep, water_keep, fac, w, air_c, (db, wb))
+                        {
+                            if ceiling < rej {
+                                ceil_hit.set(true);
+                                return ceiling;
+                            }
+                        }
+                    }
+                    rej
                 }
                 _ => rej_now + rej_fit.predict(&rejection_features(it, db, wb, fac)) - rej_base,
             }
@@ -2216,9 +2259,13 @@ impl Coordinated {
             let flow = (flow_now * load * dtf_base / dtf).clamp(flow_lo, flow_hi);
             let water = FacilityWater::new(flow, dtf);
             floor_hit.set(false);
+            ceil_hit.set(false);
             let rej = rej_mode(mode, it, fac, water).max(0.0);
             if floor_hit.get() {
                 floored.set(floored.get() + 1);
+            }
+            if ceil_hit.get() {
+                ceilinged.set(ceilinged.get() + 1);
             }
             let pump = (pump_now + pump_fit.predict(&pump_features(flow)) - pump_base).max(0.0);
             // The rest of the overhead (electrical losses, air-handler fans, electrical-room
@@ -2593,6 +2640,12 @@ impl Coordinated {
             reasons.push(format!(
                 "{} candidates' heat rejection raised to the trim chiller's floor: for facility water colder than in force the air model predicted less than the trim chiller's compressors need by its data sheet, for the heat the dry coolers' curve leaves beyond their fans' full speed",
                 floored.get()
+            ));
+        }
+        if ceilinged.get() > 0 {
+            reasons.push(format!(
+                "{} candidates' heat rejection lowered to the trim chiller's ceiling: for facility water warmer than in force the air model predicted more than the fans and chillers metered now less what the trim chiller's compressors save by its data sheet",
+                ceilinged.get()
             ));
         }
         if dry_short > 0 {
@@ -3750,6 +3803,36 @@ mod tests {
         assert!(cm.trim_floor_kw(19.0, w, 25.0, (38.0, 22.0)) > floor);
         cm.trim_chiller = None;
         assert_eq!(cm.trim_floor_kw(21.0, w, 25.0, (38.0, 22.0)), 0.0);
+    }
+
+    /// The mirror of the floor: water warmer than in force never costs more than the meters
+    /// less what the trim chiller's data sheet says it saves; no ceiling where the sheet puts no
+    /// compressor load on the water in force, for water no warmer, or without a trim chiller.
+    #[test]
+    fn the_trim_chillers_ceiling_prices_warmer_water_at_the_meters_less_its_saving() {
+        let site = builtin_site("hall-10k").unwrap();
+        let topo = Topology::new(&site);
+        let mut cm = CoolingModel::new();
+        cm.dry_curve = DryCoolerCurve::from_site(&site, &topo);
+        cm.trim_chiller = TrimChillerCurve::from_site(&site, &topo);
+        let (it, rise) = (14_000.0, 15.0);
+        let w = FacilityWater::new(it / FacilityWater::new(1.0, rise).c_w_kw_k / rise, rise);
+        // 23 °C water in force in 42 °C air, the pads on (coils' air 27 °C), 1,200 kW metered.
+        let (air_c, out, now) = (27.0, (42.0, 24.0), 1200.0);
+        let keep = cm.trim_floor_kw(23.0, w, air_c, out);
+        let warmer = cm.trim_floor_kw(30.0, w, air_c, out);
+        assert!(keep > warmer && warmer >= 0.0, "{keep} {warmer}");
+        let c = cm.trim_ceiling_kw(now, 23.0, w, 30.0, w, air_c, out).unwrap();
+        assert!((c - (now - (keep - warmer))).abs() < 1e-9);
+        assert!(c < now);
+        // Warmer still saves more.
+        assert!(cm.trim_ceiling_kw(now, 23.0, w, 33.0, w, air_c, out).unwrap() <= c);
+        // Not for water no warmer than in force.
+        assert_eq!(cm.trim_ceiling_kw(now, 23.0, w, 23.0, w, air_c, out), None);
+        // Not where the sheet has the compressors off at the water in force (within the fans).
+        assert_eq!(cm.trim_ceiling_kw(now, 32.0, w, 34.0, w, 20.0, (20.0, 15.0)), None);
+        cm.trim_chiller = None;
+        assert_eq!(cm.trim_ceiling_kw(now, 23.0, w, 30.0, w, air_c, out), None);
     }
 
     /// The chillers' margin on the CDUs' approach: on from 0.5 % of the IT power drawn by the
