@@ -341,7 +341,7 @@ pub const CDU: &[PointSpec] = &[
         Optional,
         "kW",
         Range::None,
-        "the budget ledger's observed heat and the CDU's cooling headroom when it struggles; the page, history",
+        "the budget ledger's observed heat and the CDU's cooling headroom when it struggles with a GPU near slowdown; the page, history",
         "no observed heat for the ledger; a struggling CDU keeps its rated capacity in the budget",
     ),
     read(
@@ -349,7 +349,7 @@ pub const CDU: &[PointSpec] = &[
         Optional,
         "",
         Range::None,
-        "alarm bit field (coolplane_core::signals::cdu_alarm): high supply, saturated valve and pump fault cut the CDU's budget headroom; the page, MQTT",
+        "alarm bit field (coolplane_core::signals::cdu_alarm): high supply, saturated valve and pump fault hold the CDU's budget headroom (no new grants), and cut it to the heat it moves when a GPU on it nears slowdown; the page, MQTT",
         "no alarms are seen (all read as 0)",
     ),
     read(
