@@ -59,4 +59,11 @@ fn leases_keep_the_site_within_a_budget_cut() {
     assert!(with.kpis.work_lost_pct > without.kpis.work_lost_pct);
     assert!(with.kpis.work_lost_pct < 5.0, "{}", with.kpis.work_lost_pct);
     assert!(with.checks.all_ok());
+    // Preempted jobs restart from the beginning: the plant counts the work they threw away from
+    // their utilisation over the scored window, within the ledger's own estimate (their GPUs ×
+    // the time they held their leases, at full use), and the verdict leaves it out.
+    let thrown = with.kpis.work_thrown_away_gpu_s;
+    assert!(thrown <= b.preempted_work_lost_gpu_h * 3600.0 + 1e-6, "{thrown} {b:?}");
+    assert_eq!(b.preemptions > 0, thrown > 0.0, "{thrown} {b:?}");
+    assert_eq!(without.kpis.work_thrown_away_gpu_s, 0.0);
 }
