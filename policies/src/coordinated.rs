@@ -3778,20 +3778,30 @@ mod tests {
         );
     }
 
+    /// hall-10k's cooling model with only the dry coolers' and the trim chiller's data sheets,
+    /// and its facility water carrying 14 MW with a 15 K rise (and that rise).
+    fn trim_model() -> (CoolingModel, FacilityWater, f64) {
+        let site = builtin_site("hall-10k").unwrap();
+        let topo = Topology::new(&site);
+        let mut cm = CoolingModel::new();
+        cm.dry_curve = DryCoolerCurve::from_site(&site, &topo);
+        cm.trim_chiller = TrimChillerCurve::from_site(&site, &topo);
+        let (it, rise) = (14_000.0, 15.0);
+        (
+            cm,
+            FacilityWater::new(it / FacilityWater::new(1.0, rise).c_w_kw_k / rise, rise),
+            rise,
+        )
+    }
+
     /// The trim chiller's floor: water the dry coolers' fans can make at full speed costs no
     /// compressor work; water colder than that, in hot air, costs the trim chiller's data-sheet
     /// power for the heat left beyond the fans, more the colder the water; none without a trim
     /// chiller or without the dry coolers' sheet.
     #[test]
     fn the_trim_chillers_floor_prices_water_the_dry_coolers_cannot_make() {
-        let site = builtin_site("hall-10k").unwrap();
-        let topo = Topology::new(&site);
-        let mut cm = CoolingModel::new();
-        cm.dry_curve = DryCoolerCurve::from_site(&site, &topo);
-        cm.trim_chiller = TrimChillerCurve::from_site(&site, &topo);
+        let (mut cm, w, rise) = trim_model();
         let (curve, chiller) = (cm.dry_curve.unwrap(), cm.trim_chiller.unwrap());
-        let (it, rise) = (14_000.0, 15.0);
-        let w = FacilityWater::new(it / FacilityWater::new(1.0, rise).c_w_kw_k / rise, rise);
         // 32 °C water in 20 °C air: within the fans.
         assert_eq!(cm.trim_floor_kw(32.0, w, 20.0, (20.0, 15.0)), 0.0);
         // 21 °C water with the coils' air at 25 °C (38 °C outdoors, the pads on).
@@ -3810,13 +3820,7 @@ mod tests {
     /// compressor load on the water in force, for water no warmer, or without a trim chiller.
     #[test]
     fn the_trim_chillers_ceiling_prices_warmer_water_at_the_meters_less_its_saving() {
-        let site = builtin_site("hall-10k").unwrap();
-        let topo = Topology::new(&site);
-        let mut cm = CoolingModel::new();
-        cm.dry_curve = DryCoolerCurve::from_site(&site, &topo);
-        cm.trim_chiller = TrimChillerCurve::from_site(&site, &topo);
-        let (it, rise) = (14_000.0, 15.0);
-        let w = FacilityWater::new(it / FacilityWater::new(1.0, rise).c_w_kw_k / rise, rise);
+        let (mut cm, w, _) = trim_model();
         // 23 °C water in force in 42 °C air, the pads on (coils' air 27 °C), 1,200 kW metered.
         let (air_c, out, now) = (27.0, (42.0, 24.0), 1200.0);
         let keep = cm.trim_floor_kw(23.0, w, air_c, out);
