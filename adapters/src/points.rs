@@ -342,7 +342,7 @@ pub const CDU: &[PointSpec] = &[
         "kW",
         Range::None,
         "the budget ledger's observed heat and the CDU's cooling headroom when it struggles with a GPU near slowdown; the page, history",
-        "no observed heat for the ledger; a struggling CDU keeps its rated capacity in the budget",
+        "no observed heat for the ledger; a struggling CDU with a GPU near slowdown is cut to the heat its flow and supply and return temperatures give, and held where the ledger stands (no new grants) if those are missing too",
     ),
     read(
         cdu::ALARMS,

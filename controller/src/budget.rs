@@ -66,7 +66,9 @@ pub const COOLING_CLAMP_MARGIN_K: f64 = 5.0;
 /// while every one of its racks' hottest GPUs reads at least [`COOLING_CLAMP_MARGIN_K`] below
 /// slowdown: its limit is what the ledger holds on it now, so nothing new is granted there and
 /// nothing is taken away. When one of its GPUs nears slowdown, or a rack's GPU temperatures are
-/// stale (fail closed), its limit is the heat it moves now, and the ledger sheds down to it.
+/// stale (fail closed), its limit is the heat it moves now, and the ledger sheds down to it: the
+/// heat it reports, else the same from its flow and temperatures, else (never read) it stays held
+/// where the ledger stands; a struggling CDU never gets its nameplate back.
 /// (Cutting a struggling CDU to the heat of the moment regardless preempted nearly every job of
 /// hall-10k in a heat wave, whose GPUs were at 74 °C, 13 K below slowdown: `RESULTS.md`, "Work
 /// thrown away by preemption".)
@@ -142,11 +144,35 @@ impl CoolingHeadroom for ProcessImageCooling {
         if self.gpus_clear(cdu, image, now_s, stale_after_s) && load_w.is_finite() {
             return Some(load_w.clamp(0.0, rated));
         }
-        if m.heat_kw.value.is_finite() {
-            Some((m.heat_kw.value * 1e3 / self.heat_to_liquid[cdu]).min(rated))
+        let liquid_kw = cut_heat_kw(m);
+        if liquid_kw.is_finite() {
+            Some((liquid_kw * 1e3 / self.heat_to_liquid[cdu]).clamp(0.0, rated))
         } else {
-            Some(rated)
+            // Neither the heat nor the loop's flow and temperatures were ever read: nothing new
+            // is granted (fail closed), nothing taken on a guess.
+            Some(if load_w.is_finite() {
+                load_w.clamp(0.0, rated)
+            } else {
+                0.0
+            })
         }
+    }
+}
+
+/// The heat a struggling CDU moves now, for cutting it, kW: the heat it reports (its last good
+/// value where the last read failed); where that is not a number (never read, or a sensor
+/// sentinel), the same from its secondary flow and temperatures (mass flow × c_p × (return −
+/// supply), the CDU's own formula), each at its last good value; NaN where neither can be had.
+fn cut_heat_kw(m: &coolplane_core::signals::CduMeasurement) -> f64 {
+    use coolplane_core::fluid::{pg25_lpm_to_kg_s, PG25_CP_J_KG_K};
+    if m.heat_kw.value.is_finite() {
+        return m.heat_kw.value;
+    }
+    let (q, ts, tr) = (m.flow_lpm.value, m.supply_temp_c.value, m.return_temp_c.value);
+    if q.is_finite() && ts.is_finite() && tr.is_finite() {
+        (pg25_lpm_to_kg_s(q.max(0.0)) * PG25_CP_J_KG_K * (tr - ts) / 1e3).max(0.0)
+    } else {
+        f64::NAN
     }
 }
 
@@ -491,5 +517,43 @@ mod tests {
         let mut fb = image(&topo, t, 700.0, 0, slow - 10.0);
         fb.cdus[0].local_fallback = true;
         assert_eq!(limit(&fb, load), load);
+    }
+
+    /// A struggling CDU near slowdown whose heat reading is not a number (never read, or a sensor
+    /// sentinel) is cut to the heat its own flow and temperatures give; with those unread too it
+    /// is held where the ledger stands; never its nameplate (fail closed). A failed read keeps the
+    /// last good heat.
+    #[test]
+    fn a_struggling_cdu_without_a_heat_reading_is_cut_from_its_flow_or_held_never_rated() {
+        let site = builtin_site("hall-10k").unwrap();
+        let topo = Topology::new(&site);
+        let cool = ProcessImageCooling::new(&site, &topo);
+        let htl = site.halls[0].rack.heat_to_liquid;
+        let rated = site.halls[0].cdu.capacity_kw * 1e3 / htl;
+        let slow = site.gpu.slowdown_c;
+        let (t, load, stale) = (1000.0, 900e3, 180.0);
+        let near = slow - 1.0;
+        let mut m = image(&topo, t, f64::NAN, cdu_alarm::HIGH_SUPPLY_TEMP, near);
+        // Flow 1,000 L/min of PG25, 32 -> 42 °C: 1000/60000 × 1020 × 3950 × 10 / 1000 = 671.5 kW.
+        m.cdus[0].flow_lpm = Reading::good(1000.0, t);
+        m.cdus[0].supply_temp_c = Reading::good(32.0, t);
+        m.cdus[0].return_temp_c = Reading::good(42.0, t);
+        let from_flow = 1000.0 / 60_000.0 * 1020.0 * 3950.0 * 10.0 / htl;
+        let got = cool.cdu_limit_w(0, &m, t, load, stale).unwrap();
+        assert!((got - from_flow).abs() < 1e-6, "{got} vs {from_flow}");
+        assert!(got < rated);
+        // The flow unread as well (the image's value for a point never read): held.
+        m.cdus[0].flow_lpm = Reading {
+            value: f64::NAN,
+            t_s: f64::NEG_INFINITY,
+            quality: coolplane_core::signals::Quality::Bad,
+        };
+        assert_eq!(cool.cdu_limit_w(0, &m, t, load, stale), Some(load));
+        assert_eq!(cool.cdu_limit_w(0, &m, t, f64::NAN, stale), Some(0.0));
+        // A heat read that failed keeps its last good value: that value cuts it.
+        let mut bad = image(&topo, t, 500.0, cdu_alarm::PUMP_FAULT, near);
+        bad.cdus[0].heat_kw.quality = coolplane_core::signals::Quality::Bad;
+        let got = cool.cdu_limit_w(0, &bad, t, load, stale).unwrap();
+        assert!((got - 500e3 / htl).abs() < 1e-6);
     }
 }
