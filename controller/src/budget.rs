@@ -460,18 +460,24 @@ mod tests {
         }
     }
 
+    /// hall-10k's topology and cooling headroom, its racks' heat-to-liquid fraction, a CDU's
+    /// nameplate in IT watts and the GPUs' slowdown temperature.
+    fn hall() -> (Topology, ProcessImageCooling, f64, f64, f64) {
+        let site = builtin_site("hall-10k").unwrap();
+        let topo = Topology::new(&site);
+        let cool = ProcessImageCooling::new(&site, &topo);
+        let htl = site.halls[0].rack.heat_to_liquid;
+        let rated = site.halls[0].cdu.capacity_kw * 1e3 / htl;
+        (topo, cool, htl, rated, site.gpu.slowdown_c)
+    }
+
     /// A CDU that holds its supply has its nameplate; one that struggles while its GPUs are well
     /// below slowdown is held at what the ledger holds on it (nothing new, nothing taken); one
     /// that struggles with a GPU near slowdown, or with a rack's GPU temperatures stale, is cut to
     /// the heat it moves now (fail closed).
     #[test]
     fn a_struggling_cdu_is_held_while_its_gpus_are_clear_and_cut_when_one_nears_slowdown() {
-        let site = builtin_site("hall-10k").unwrap();
-        let topo = Topology::new(&site);
-        let cool = ProcessImageCooling::new(&site, &topo);
-        let htl = site.halls[0].rack.heat_to_liquid;
-        let rated = site.halls[0].cdu.capacity_kw * 1e3 / htl;
-        let slow = site.gpu.slowdown_c;
+        let (topo, cool, htl, rated, slow) = hall();
         let (t, load, stale) = (1000.0, 900e3, 180.0);
         let limit = |m: &Measurements, load: f64| cool.cdu_limit_w(0, m, t, load, stale).unwrap();
         // Holding its supply: the nameplate, whatever the load.
@@ -525,12 +531,7 @@ mod tests {
     /// last good heat.
     #[test]
     fn a_struggling_cdu_without_a_heat_reading_is_cut_from_its_flow_or_held_never_rated() {
-        let site = builtin_site("hall-10k").unwrap();
-        let topo = Topology::new(&site);
-        let cool = ProcessImageCooling::new(&site, &topo);
-        let htl = site.halls[0].rack.heat_to_liquid;
-        let rated = site.halls[0].cdu.capacity_kw * 1e3 / htl;
-        let slow = site.gpu.slowdown_c;
+        let (topo, cool, htl, rated, slow) = hall();
         let (t, load, stale) = (1000.0, 900e3, 180.0);
         let near = slow - 1.0;
         let mut m = image(&topo, t, f64::NAN, cdu_alarm::HIGH_SUPPLY_TEMP, near);
